@@ -1,0 +1,56 @@
+"""Builds torch_npu and its simulated NPU runtime extension ``torch_npu._C``.
+
+Install without build isolation so the extension compiles against the torch that is
+already installed (``pip install --no-build-isolation -e .``); an isolated build would
+let pip resolve its own torch.
+"""
+import glob
+import os
+
+from setuptools import find_packages, setup
+
+try:
+    import torch  # noqa: F401
+    from torch.utils.cpp_extension import BuildExtension, CppExtension
+except ImportError as exc:  # pragma: no cover - only hit on a misconfigured install
+    raise SystemExit(
+        "torch_npu must be built against an installed torch==2.13.0: run "
+        "`pip install torch==2.13.0` first, then "
+        "`pip install --no-build-isolation -e .`"
+    ) from exc
+
+# Both cores: ninja honours MAX_JOBS.
+os.environ.setdefault("MAX_JOBS", str(os.cpu_count() or 2))
+
+here = os.path.dirname(os.path.abspath(__file__))
+sources = sorted(glob.glob(os.path.join("torch_npu", "csrc", "*.cpp")))
+
+setup(
+    name="torch_npu",
+    version="2.13.0",
+    description="NPU device integration for PyTorch with a built-in simulated NPU runtime",
+    packages=find_packages(include=["torch_npu", "torch_npu.*"]),
+    python_requires=">=3.10",
+    install_requires=["torch==2.13.0"],
+    extras_require={
+        "mlir": ["torch-mlir==20261001"],
+        "test": ["pytest", "parameterized", "onnx", "onnxscript"],
+    },
+    ext_modules=[
+        CppExtension(
+            "torch_npu._C",
+            sources,
+            extra_compile_args={"cxx": ["-O2", "-std=c++17", "-fvisibility=hidden"]},
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    entry_points={
+        "torch.backends": ["torch_npu = torch_npu:_autoload"],
+        "torch_dynamo_backends": [
+            "npu = torch_npu.compiler.backends.registry:npu_backend_entry",
+            "npugraph_ex = torch_npu.compiler.backends.registry:npugraph_ex_backend_entry",
+            "npugraphs = torch_npu.compiler.backends.registry:npugraphs_backend_entry",
+        ],
+    },
+    zip_safe=False,
+)
