@@ -1,0 +1,36 @@
+"""The patches no PyTorch 2.13 extension point can replace, and the one place that lists them.
+
+Each patch is a module in this package whose docstring names the missing extension point
+and when the patch can be deleted. ``PATCHES`` is the inventory; ``apply(name)`` is the
+only way a patch is applied (always from the compile trigger's setup steps), and
+``applied()`` reports what has been applied in this process so tests can compare it with
+the inventory. Registrations into torch's own extension tables are not patches; they are
+listed apart in ``REGISTRATIONS`` for the same tests.
+"""
+from __future__ import annotations
+
+import importlib
+
+# Module names under torch_npu._patches, in application order.
+PATCHES: tuple[str, ...] = ()
+
+# Registrations made through PyTorch's extension points (not patches), by description.
+REGISTRATIONS: tuple[str, ...] = ()
+
+_applied: list[str] = []
+
+
+def apply(name: str) -> None:
+    """Apply the patch module ``name`` once; it must be listed in ``PATCHES``."""
+    if name not in PATCHES:
+        raise ValueError(f"unknown patch {name!r}; the inventory is {PATCHES}")
+    if name in _applied:
+        return
+    module = importlib.import_module(f"{__name__}.{name}")
+    module.apply()
+    _applied.append(name)
+
+
+def applied() -> tuple[str, ...]:
+    """The patches applied in this process, in order."""
+    return tuple(_applied)
