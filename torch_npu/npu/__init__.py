@@ -1,0 +1,145 @@
+"""The ``npu`` device module, registered as ``torch.npu``.
+
+It gives the simulated NPU runtime (``torch_npu._C``) the Python surface PyTorch expects
+of an accelerator's device module, modelled on ``torch.cuda``: devices, streams and
+events, memory statistics, random state and mixed precision, one submodule per concern.
+
+Importing it is cheap and never initializes the device: the runtime initializes on first
+real use (tensor creation, ``init()``). Graph capture lives in ``graphs`` and the
+step marker of graph trees in ``_graph_step_state``; both are loaded only when one of
+their names is first used.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from . import _utils, amp
+from .amp import get_amp_supported_dtype, is_bf16_supported
+from .device import (
+    _exchange_device,
+    _is_in_bad_fork,
+    _lazy_init,
+    current_device,
+    device,
+    device_count,
+    device_of,
+    init,
+    is_available,
+    is_initialized,
+    set_device,
+    synchronize,
+)
+from .memory import (
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    reset_max_memory_allocated,
+    reset_peak_memory_stats,
+)
+from .properties import NpuDeviceProperties, get_device_capability, get_device_name, get_device_properties
+from .random import (
+    _get_generator,
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
+from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream
+
+# Names served by modules that load on first use: name -> submodule.
+_LAZY_NAMES = {
+    "NPUGraph": "graphs",
+    "graph": "graphs",
+    "graph_pool_handle": "graphs",
+    "is_current_stream_capturing": "graphs",
+    "make_graphed_callables": "graphs",
+    "mark_step_begin": "_graph_step_state",
+}
+
+
+def __getattr__(name: str) -> Any:
+    submodule = _LAZY_NAMES.get(name)
+    if submodule is not None:
+        try:
+            module = importlib.import_module(f"{__name__}.{submodule}")
+            value = getattr(module, name)
+        except (ImportError, AttributeError) as exc:
+            # An AttributeError keeps hasattr() and getattr(..., default) working.
+            raise AttributeError(f"torch.npu.{name} is unavailable: {exc}") from exc
+        globals()[name] = value
+        return value
+    if name == "default_generators":
+        # One generator per device, owned by the runtime; built on first access so
+        # importing this module does not touch the runtime.
+        from .random import _all_default_generators
+
+        return _all_default_generators()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY_NAMES) | {"default_generators"})
+
+
+__all__ = [
+    # device
+    "is_available",
+    "is_initialized",
+    "init",
+    "device_count",
+    "current_device",
+    "set_device",
+    "device",
+    "device_of",
+    "synchronize",
+    # properties
+    "NpuDeviceProperties",
+    "get_device_properties",
+    "get_device_name",
+    "get_device_capability",
+    # streams
+    "Stream",
+    "Event",
+    "StreamContext",
+    "stream",
+    "current_stream",
+    "default_stream",
+    "set_stream",
+    # memory
+    "memory_allocated",
+    "max_memory_allocated",
+    "memory_reserved",
+    "max_memory_reserved",
+    "reset_peak_memory_stats",
+    "reset_max_memory_allocated",
+    "empty_cache",
+    "mem_get_info",
+    "memory_stats",
+    # random
+    "manual_seed",
+    "manual_seed_all",
+    "seed",
+    "seed_all",
+    "initial_seed",
+    "get_rng_state",
+    "set_rng_state",
+    "get_rng_state_all",
+    "set_rng_state_all",
+    "default_generators",
+    # amp
+    "amp",
+    "get_amp_supported_dtype",
+    "is_bf16_supported",
+    # graphs (loaded on first use)
+    *_LAZY_NAMES,
+]

@@ -1,0 +1,72 @@
+"""Automatic mixed precision for npu: the autocast entry point and the gradient scaler.
+
+``autocast`` is a factory that returns a real ``torch.autocast("npu", ...)`` rather than a
+subclass: Dynamo and ``torch.export`` recognise ``torch.autocast`` itself and keep it as
+an autocast region in the graph, which they do not do for subclasses. The autocast
+kernels are registered by the runtime under ``AutocastPrivateUse1``.
+"""
+from __future__ import annotations
+
+import torch
+
+__all__ = ["autocast", "GradScaler", "get_amp_supported_dtype", "is_bf16_supported", "custom_fwd", "custom_bwd"]
+
+DEVICE_TYPE = "npu"
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """Lower-precision dtypes npu autocast can run ops in (asked by ``torch.autocast``)."""
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported() -> bool:
+    """npu kernels support bfloat16."""
+    return True
+
+
+def autocast(
+    enabled: bool = True,
+    dtype: torch.dtype | None = None,
+    cache_enabled: bool = True,
+) -> torch.autocast:
+    """``torch.autocast("npu", ...)``; use as a context manager or a decorator.
+
+    ``dtype`` defaults to ``torch.get_autocast_dtype("npu")`` (float16 unless changed).
+    Unlike ``torch.autocast``, which warns and disables itself, an unsupported ``dtype``
+    is an error here.
+    """
+    if dtype is not None and dtype not in get_amp_supported_dtype():
+        supported = ", ".join(str(d) for d in get_amp_supported_dtype())
+        raise ValueError(f"npu autocast does not support dtype {dtype}; supported: {supported}")
+    return torch.autocast(DEVICE_TYPE, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+
+class GradScaler(torch.amp.GradScaler):
+    """``torch.amp.GradScaler`` bound to the npu device."""
+
+    def __init__(
+        self,
+        init_scale: float = 2.0**16,
+        growth_factor: float = 2.0,
+        backoff_factor: float = 0.5,
+        growth_interval: int = 2000,
+        enabled: bool = True,
+    ) -> None:
+        super().__init__(
+            DEVICE_TYPE,
+            init_scale=init_scale,
+            growth_factor=growth_factor,
+            backoff_factor=backoff_factor,
+            growth_interval=growth_interval,
+            enabled=enabled,
+        )
+
+
+def custom_fwd(fwd=None, *, cast_inputs: torch.dtype | None = None):
+    """``torch.amp.custom_fwd`` for npu custom autograd functions."""
+    return torch.amp.custom_fwd(fwd, device_type=DEVICE_TYPE, cast_inputs=cast_inputs)
+
+
+def custom_bwd(bwd=None):
+    """``torch.amp.custom_bwd`` for npu custom autograd functions."""
+    return torch.amp.custom_bwd(bwd, device_type=DEVICE_TYPE)

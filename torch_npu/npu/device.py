@@ -1,0 +1,135 @@
+"""Device selection and lifetime for ``torch.npu``: availability, lazy init, the current
+device, the ``device``/``device_of`` context managers and ``synchronize``.
+
+``current_device``, ``is_available`` and ``synchronize`` are written over
+``torch.accelerator`` so that Dynamo folds or traces them like its own functions
+rather than breaking the graph on a call into the runtime extension.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+import torch_npu._C as _C
+
+from ._utils import _current_device_index, _get_device_index, _npu_is_current_accelerator
+
+__all__ = [
+    "is_available",
+    "is_initialized",
+    "init",
+    "device_count",
+    "current_device",
+    "set_device",
+    "device",
+    "device_of",
+    "synchronize",
+]
+
+# The device count is fixed for the life of the process (read once by the runtime from
+# TORCH_NPU_DEVICE_COUNT); keeping it in a module global lets Dynamo read it as a
+# guarded constant.
+_device_count_value: int | None = None
+
+
+def device_count() -> int:
+    """Number of npu devices. Never initializes the device."""
+    global _device_count_value
+    if _device_count_value is None:
+        _device_count_value = _C._device_count()
+    return _device_count_value
+
+
+def is_available() -> bool:
+    """True when npu is the current accelerator and at least one device exists.
+
+    ``torch.accelerator.is_available()`` delegates to this function, so it answers
+    from ``torch.accelerator.current_accelerator()`` and the device count rather than
+    calling back into ``torch.accelerator.is_available()``.
+    """
+    return _npu_is_current_accelerator() and device_count() > 0
+
+
+def is_initialized() -> bool:
+    """True once the runtime has initialized (first real use or ``init()``)."""
+    return _C._is_initialized()
+
+
+def init() -> None:
+    """Initialize the runtime now. Idempotent; normally first use does it."""
+    _C._init()
+
+
+_lazy_init = init
+
+
+def _is_in_bad_fork() -> bool:
+    # ``torch.manual_seed`` asks this before seeding custom devices. The simulated
+    # runtime keeps its state in ordinary host memory without driver threads, so a
+    # forked child can keep using it.
+    return False
+
+
+def current_device() -> int:
+    """Index of the current npu device."""
+    return _current_device_index()
+
+
+def set_device(device: Any) -> None:
+    """Make ``device`` (int, ``"npu:i"`` or ``torch.device``) the current device.
+
+    A negative index is a no-op, as for ``torch.cuda.set_device``.
+    """
+    index = _get_device_index(device)
+    if index >= 0:
+        _C._set_device(index)
+
+
+def _exchange_device(index: int) -> int:
+    if index < 0:
+        return -1
+    return _C._exchange_device(index)
+
+
+class device:
+    """Context manager that makes ``device`` current and restores the previous one.
+
+    ``None`` or a negative index leaves the current device unchanged.
+    """
+
+    def __init__(self, device: Any):
+        self.idx = _get_device_index(device, optional=True) if device is not None else -1
+        self.prev_idx = -1
+
+    def __enter__(self) -> None:
+        self.prev_idx = _exchange_device(self.idx)
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> bool:
+        if self.prev_idx >= 0 and self.prev_idx != self.idx:
+            _C._set_device(self.prev_idx)
+        return False
+
+
+class device_of(device):
+    """Context manager that makes the device of tensor ``obj`` current.
+
+    A tensor that is not on npu leaves the current device unchanged.
+    """
+
+    def __init__(self, obj: torch.Tensor):
+        index = obj.get_device() if obj.device.type == "npu" else -1
+        super().__init__(index if index >= 0 else None)
+
+
+def synchronize(device: Any = None) -> None:
+    """Wait for all work queued on every stream of ``device`` (default: current)."""
+    if _npu_is_current_accelerator():
+        if device is None:
+            torch.accelerator.synchronize()
+            return
+        index = _get_device_index(device, optional=True)
+        torch.accelerator.synchronize(index)
+    else:
+        _C._synchronize(_get_device_index(device, optional=True))
+

@@ -1,0 +1,171 @@
+"""Streams and events of the npu device, and the ``stream()`` context manager.
+
+The runtime's device guard implements streams and events for ``torch.Stream`` and
+``torch.Event``; the classes here subclass those so that everything PyTorch offers for
+generic streams (``torch.accelerator``, Dynamo's stream tracing) also accepts ours, and
+only add the ``torch.cuda``-style constructors and device checks.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ._utils import DEVICE_TYPE, _get_device_index
+from .device import device as _device_ctx
+
+__all__ = [
+    "Stream",
+    "Event",
+    "StreamContext",
+    "stream",
+    "current_stream",
+    "default_stream",
+    "set_stream",
+]
+
+
+def _check_npu_stream(stream: Any, what: str) -> None:
+    if not isinstance(stream, torch.Stream):
+        raise TypeError(f"{what} expects a torch.Stream, but got {type(stream).__name__}")
+    if stream.device.type != DEVICE_TYPE:
+        raise ValueError(f"{what} expects an npu stream, but got a stream of device {stream.device}")
+
+
+class Stream(torch.Stream):
+    """A queue of work on one npu device.
+
+    ``Stream(device=None, priority=0)`` creates a new stream on ``device`` (default: the
+    current device). Execution on the simulated device is synchronous on the host:
+    streams order work and events carry timestamps.
+    """
+
+    def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> "Stream":
+        if kwargs:
+            # Wrapping an existing stream: Stream(stream_id=, device_index=, device_type=).
+            return super().__new__(cls, priority=priority, **kwargs)
+        index = _get_device_index(device, optional=True)
+        return super().__new__(cls, device=torch.device(DEVICE_TYPE, index), priority=priority)
+
+    def wait_event(self, event: torch.Event) -> None:
+        """Make all future work on this stream wait for ``event``."""
+        if not isinstance(event, torch.Event):
+            raise TypeError(f"wait_event expects a torch.Event, but got {type(event).__name__}")
+        event.wait(self)
+
+    def wait_stream(self, stream: torch.Stream) -> None:
+        """Make all future work on this stream wait for the work queued on ``stream``."""
+        _check_npu_stream(stream, "wait_stream")
+        self.wait_event(stream.record_event())
+
+    def record_event(self, event: torch.Event | None = None) -> "Event":
+        """Record ``event`` (a new ``Event`` if ``None``) on this stream and return it."""
+        if event is None:
+            event = Event()
+        event.record(self)
+        return event
+
+    def __repr__(self) -> str:
+        return f"<torch.npu.Stream device={self.device} stream_id={self.stream_id}>"
+
+
+class Event(torch.Event):
+    """A marker in a stream, used to wait on and to time work.
+
+    ``Event(enable_timing=False, blocking=False, interprocess=False)``; the event takes
+    the device of the stream it is first recorded on.
+    """
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> "Event":
+        return super().__new__(
+            cls,
+            device=DEVICE_TYPE,
+            enable_timing=enable_timing,
+            blocking=blocking,
+            interprocess=interprocess,
+        )
+
+    def record(self, stream: torch.Stream | None = None) -> None:
+        """Record the event on ``stream`` (default: the current stream)."""
+        if stream is None:
+            stream = current_stream()
+        else:
+            _check_npu_stream(stream, "Event.record")
+        super().record(stream)
+
+    def wait(self, stream: torch.Stream | None = None) -> None:
+        """Make ``stream`` (default: the current stream) wait for this event."""
+        if stream is None:
+            stream = current_stream()
+        else:
+            _check_npu_stream(stream, "Event.wait")
+        super().wait(stream)
+
+    def __repr__(self) -> str:
+        return f"<torch.npu.Event device={self.device} event_id={self.event_id}>"
+
+
+def _wrap(stream: torch.Stream) -> Stream:
+    return Stream(stream_id=stream.stream_id, device_index=stream.device_index, device_type=stream.device_type)
+
+
+def current_stream(device: Any = None) -> Stream:
+    """The stream work is currently queued on for ``device`` (default: current device)."""
+    index = _get_device_index(device, optional=True)
+    return _wrap(torch.accelerator.current_stream(index))
+
+
+def default_stream(device: Any = None) -> Stream:
+    """The default stream (id 0) of ``device`` (default: current device)."""
+    index = _get_device_index(device, optional=True)
+    current = torch.accelerator.current_stream(index)
+    return Stream(stream_id=0, device_index=index, device_type=current.device_type)
+
+
+def set_stream(stream: torch.Stream | None) -> None:
+    """Make ``stream`` the current stream of its device. ``None`` is a no-op."""
+    if stream is None:
+        return
+    _check_npu_stream(stream, "set_stream")
+    # torch.accelerator.set_stream also makes the stream's device current; keep the
+    # current device as it was, like torch.cuda.set_stream.
+    with _device_ctx(stream.device_index):
+        torch.accelerator.set_stream(stream)
+
+
+class StreamContext:
+    """Context manager that makes ``stream`` current on its device; ``None`` is a no-op."""
+
+    def __init__(self, stream: torch.Stream | None):
+        if stream is not None:
+            _check_npu_stream(stream, "torch.npu.stream")
+        self.stream = stream
+        self.src_prev_stream: torch.Stream | None = None
+        self.dst_prev_stream: torch.Stream | None = None
+
+    def __enter__(self) -> torch.Stream | None:
+        target = self.stream
+        if target is None:
+            return None
+        self.src_prev_stream = torch.accelerator.current_stream()
+        # The stream may belong to another device: remember that device's current
+        # stream too, so both are restored on exit.
+        if self.src_prev_stream.device != target.device:
+            self.dst_prev_stream = torch.accelerator.current_stream(target.device_index)
+        set_stream(target)
+        return target
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> bool:
+        target = self.stream
+        if target is None:
+            return False
+        if self.dst_prev_stream is not None:
+            set_stream(self.dst_prev_stream)
+        set_stream(self.src_prev_stream)
+        self.src_prev_stream = self.dst_prev_stream = None
+        return False
+
+
+def stream(stream: torch.Stream | None) -> StreamContext:
+    """``with torch.npu.stream(s):`` queues the enclosed work on ``s``; ``None`` is a no-op."""
+    return StreamContext(stream)
