@@ -1,0 +1,109 @@
+"""Per-device memory accounting of the caching allocator, and out-of-memory behaviour."""
+from __future__ import annotations
+
+import gc
+
+import pytest
+import torch
+
+MB = 1 << 20
+
+
+def test_allocation_grows_and_shrinks():
+    torch.npu.synchronize()
+    before = torch.npu.memory_allocated()
+    x = torch.empty(4 * MB, dtype=torch.uint8, device="npu")
+    assert torch.npu.memory_allocated() >= before + 4 * MB
+    assert torch.npu.memory_reserved() >= torch.npu.memory_allocated()
+    del x
+    assert torch.npu.memory_allocated() == before
+
+
+def test_peak_and_reset():
+    torch.npu.reset_peak_memory_stats()
+    base = torch.npu.memory_allocated()
+    x = torch.empty(8 * MB, dtype=torch.uint8, device="npu")
+    del x
+    assert torch.npu.max_memory_allocated() >= base + 8 * MB
+    assert torch.npu.max_memory_reserved() >= base + 8 * MB
+    torch.npu.reset_peak_memory_stats()
+    assert torch.npu.max_memory_allocated() == torch.npu.memory_allocated()
+
+
+def test_empty_cache_releases_reserved():
+    x = torch.empty(6 * MB, dtype=torch.uint8, device="npu")
+    del x
+    cached = torch.npu.memory_reserved()
+    assert cached >= 6 * MB
+    torch.npu.empty_cache()
+    assert torch.npu.memory_reserved() <= cached - 6 * MB
+    assert torch.npu.memory_reserved() >= torch.npu.memory_allocated()
+
+
+def test_cache_reuses_blocks():
+    x = torch.empty(2 * MB, dtype=torch.uint8, device="npu")
+    ptr = x.data_ptr()
+    del x
+    y = torch.empty(2 * MB, dtype=torch.uint8, device="npu")
+    assert y.data_ptr() == ptr
+
+
+def test_memory_stats_and_mem_get_info():
+    stats = torch.npu.memory_stats()
+    assert stats["allocated_bytes.all.current"] == torch.npu.memory_allocated()
+    assert stats["reserved_bytes.all.peak"] >= stats["reserved_bytes.all.current"]
+    free, total = torch.npu.mem_get_info()
+    assert total == stats["capacity_bytes"]
+    assert 0 <= free <= total
+    assert free <= total - torch.npu.memory_reserved() or free <= total
+
+
+def test_accounting_is_per_device(two_devices):
+    before0 = torch.npu.memory_allocated(0)
+    before1 = torch.npu.memory_allocated(1)
+    x = torch.empty(3 * MB, dtype=torch.uint8, device="npu:1")
+    assert torch.npu.memory_allocated(1) >= before1 + 3 * MB
+    assert torch.npu.memory_allocated(0) == before0
+    y = x.to("npu:0")
+    assert torch.npu.memory_allocated(0) >= before0 + 3 * MB
+    del x, y
+
+
+@pytest.fixture
+def small_capacity():
+    import torch_npu._C as _C
+
+    _, total = torch.npu.mem_get_info(0)
+    torch.npu.empty_cache()
+    _C._set_memory_capacity(0, 64 * MB)
+    yield 64 * MB
+    torch.npu.empty_cache()
+    _C._set_memory_capacity(0, total)
+
+
+def test_out_of_memory_raises_and_recovers(small_capacity):
+    ooms_before = torch.npu.memory_stats(0)["num_ooms"]
+    with pytest.raises(torch.OutOfMemoryError) as info:
+        torch.empty(small_capacity * 2, dtype=torch.uint8, device="npu:0")
+    message = str(info.value)
+    assert "npu:0" in message or "npu 0" in message or "device 0" in message
+    assert "MiB" in message or "bytes" in message or "GiB" in message
+    assert torch.npu.memory_stats(0)["num_ooms"] == ooms_before + 1
+    # The process keeps working, and memory up to the capacity is still usable.
+    x = torch.ones(small_capacity // 4, dtype=torch.uint8, device="npu:0")
+    assert x.sum().item() == small_capacity // 4
+    del x
+    gc.collect()
+
+
+def test_out_of_memory_frees_cache_first(small_capacity):
+    # Cached, unoccupied blocks are released before giving up.
+    a = torch.empty(small_capacity // 2, dtype=torch.uint8, device="npu:0")
+    del a
+    b = torch.empty(small_capacity * 3 // 4, dtype=torch.uint8, device="npu:0")
+    del b
+
+
+def test_out_of_memory_is_a_runtime_error_subclass(small_capacity):
+    with pytest.raises(RuntimeError):
+        torch.empty(small_capacity + MB, dtype=torch.uint8, device="npu:0")

@@ -1,0 +1,155 @@
+"""Streams and events: the torch.cuda-style classes over torch.Stream/torch.Event,
+current/default stream bookkeeping, the stream context, timing and cross-stream waits."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+def test_stream_is_a_torch_stream():
+    s = torch.npu.Stream()
+    assert isinstance(s, torch.Stream) and isinstance(s, torch.npu.Stream)
+    assert s.device == torch.device("npu", torch.npu.current_device())
+    assert s != torch.npu.default_stream()
+    assert s.query()
+    s.synchronize()
+
+
+def test_stream_priority_and_device(two_devices):
+    s = torch.npu.Stream(device="npu:1", priority=-1)
+    assert s.device == torch.device("npu", 1)
+    s0 = torch.npu.Stream(device=0, priority=0)
+    assert s0.device.index == 0
+
+
+def test_default_and_current_stream():
+    d = torch.npu.default_stream()
+    assert d.stream_id == 0 and isinstance(d, torch.npu.Stream)
+    assert torch.npu.current_stream() == d
+    s = torch.npu.Stream()
+    torch.npu.set_stream(s)
+    assert torch.npu.current_stream() == s
+    assert torch.accelerator.current_stream() == s
+    torch.npu.set_stream(d)
+    assert torch.npu.current_stream() == d
+
+
+def test_stream_context_sets_and_restores():
+    s = torch.npu.Stream()
+    before = torch.npu.current_stream()
+    with torch.npu.stream(s) as entered:
+        assert entered == s
+        assert torch.npu.current_stream() == s
+        y = torch.ones(4, device="npu") * 3
+    assert torch.npu.current_stream() == before
+    assert y.sum().item() == 12
+
+
+def test_stream_context_none_is_noop():
+    before = torch.npu.current_stream()
+    with torch.npu.stream(None):
+        assert torch.npu.current_stream() == before
+    assert torch.npu.current_stream() == before
+
+
+def test_stream_context_other_device_restores_both(two_devices):
+    s1 = torch.npu.Stream(device=1)
+    prev0 = torch.npu.current_stream(0)
+    prev1 = torch.npu.current_stream(1)
+    with torch.npu.stream(s1):
+        assert torch.npu.current_stream(1) == s1
+    assert torch.npu.current_stream(0) == prev0
+    assert torch.npu.current_stream(1) == prev1
+    assert torch.npu.current_device() == 0
+
+
+def test_set_stream_keeps_current_device(two_devices):
+    s1 = torch.npu.Stream(device=1)
+    torch.npu.set_stream(s1)
+    assert torch.npu.current_device() == 0
+    assert torch.npu.current_stream(1) == s1
+    torch.npu.set_stream(torch.npu.default_stream(1))
+
+
+def test_event_record_query_synchronize_elapsed():
+    start = torch.npu.Event(enable_timing=True)
+    end = torch.npu.Event(enable_timing=True)
+    assert isinstance(start, torch.Event)
+    start.record()
+    x = torch.randn(256, 256, device="npu")
+    for _ in range(3):
+        x = x @ x.t() / 256
+    end.record()
+    end.synchronize()
+    assert end.query()
+    elapsed = start.elapsed_time(end)
+    assert isinstance(elapsed, float) and elapsed >= 0.0
+
+
+def test_event_on_stream_and_waits():
+    s1, s2 = torch.npu.Stream(), torch.npu.Stream()
+    with torch.npu.stream(s1):
+        a = torch.ones(100, device="npu") * 2
+        ev = s1.record_event()
+    assert isinstance(ev, torch.npu.Event)
+    s2.wait_event(ev)
+    s2.wait_stream(s1)
+    with torch.npu.stream(s2):
+        b = a + 1
+    ev2 = torch.npu.Event()
+    ev2.record(s2)
+    ev2.wait()  # current stream waits for s2
+    torch.npu.synchronize()
+    assert b.sum().item() == 300
+
+
+def test_generic_torch_event_and_stream_apis():
+    s = torch.Stream(device="npu")
+    e = torch.Event(device="npu", enable_timing=True)
+    s.record_event(e)
+    s.wait_event(e)
+    e.synchronize()
+    assert e.query() and s.query()
+
+
+def test_record_stream():
+    s = torch.npu.Stream()
+    x = torch.empty(1024, device="npu")
+    x.record_stream(s)
+    del x
+    torch.npu.synchronize()
+
+
+def test_elapsed_time_needs_timing():
+    a, b = torch.npu.Event(), torch.npu.Event()
+    a.record()
+    b.record()
+    with pytest.raises(RuntimeError):
+        a.elapsed_time(b)
+
+
+def test_event_of_another_device_is_an_error(two_devices):
+    e = torch.npu.Event()
+    e.record(torch.npu.Stream(device=0))
+    with pytest.raises(RuntimeError, match="device"):
+        e.record(torch.npu.Stream(device=1))
+    torch.ones(1, device="npu").add_(1)
+
+
+def test_stream_api_rejects_non_npu_streams():
+    cpu_stream = torch.Stream(device="cpu")
+    with pytest.raises(ValueError, match="npu stream"):
+        torch.npu.set_stream(cpu_stream)
+    with pytest.raises(ValueError, match="npu stream"):
+        torch.npu.stream(cpu_stream)
+    with pytest.raises(TypeError):
+        torch.npu.stream("npu:0")
+    with pytest.raises(TypeError):
+        torch.npu.Stream().wait_event("not an event")
+
+
+def test_synchronize_forms(two_devices):
+    torch.npu.synchronize()
+    torch.npu.synchronize(1)
+    torch.npu.synchronize("npu:0")
+    torch.npu.synchronize(torch.device("npu", 1))
