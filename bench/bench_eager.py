@@ -1,0 +1,97 @@
+"""Eager overhead of the npu device against CPU, measured side by side in one process.
+
+npu kernels run the CPU kernels on the same host memory, so the difference is the cost
+of the npu dispatch path (device guard, allocator, dispatcher). Each case times blocks
+of calls, alternating cpu and npu blocks, and compares medians. Budgets: a 1-element add
+<= 3x CPU; a 512x512 matmul and a 1M-element pointwise op <= 1.10x CPU.
+
+    python bench/bench_eager.py [--samples N] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from typing import Callable
+
+import torch
+
+import torch_npu  # noqa: F401  (registers the npu device)
+
+
+def _case_add_1(device: str) -> Callable[[], object]:
+    a = torch.ones(1, device=device)
+    b = torch.ones(1, device=device)
+    return lambda: a + b
+
+
+def _case_matmul_512(device: str) -> Callable[[], object]:
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(512, 512, generator=gen).to(device)
+    b = torch.randn(512, 512, generator=gen).to(device)
+    return lambda: a @ b
+
+
+def _case_pointwise_1m(device: str) -> Callable[[], object]:
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(1 << 20, generator=gen).to(device)
+    b = torch.randn(1 << 20, generator=gen).to(device)
+    return lambda: a + b
+
+
+# name -> (builder, calls per timed block, budget ratio)
+CASES = {
+    "add_1_element": (_case_add_1, 2000, 3.0),
+    "matmul_512x512": (_case_matmul_512, 20, 1.10),
+    "pointwise_add_1M": (_case_pointwise_1m, 50, 1.10),
+}
+
+
+def _time_block(fn: Callable[[], object], calls: int, sync: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    sync()
+    return (time.perf_counter() - start) / calls
+
+
+def run_case(name: str, samples: int) -> dict[str, float]:
+    build, calls, budget = CASES[name]
+    fns = {"cpu": build("cpu"), "npu": build("npu")}
+    syncs = {"cpu": lambda: None, "npu": torch.npu.synchronize}
+    for device in ("cpu", "npu"):  # warm-up: allocator caches, thread pools, lazy init
+        _time_block(fns[device], calls, syncs[device])
+    times: dict[str, list[float]] = {"cpu": [], "npu": []}
+    for i in range(samples):
+        order = ("cpu", "npu") if i % 2 == 0 else ("npu", "cpu")
+        for device in order:
+            times[device].append(_time_block(fns[device], calls, syncs[device]))
+    cpu = statistics.median(times["cpu"])
+    npu = statistics.median(times["npu"])
+    return {"cpu_us": cpu * 1e6, "npu_us": npu * 1e6, "ratio": npu / cpu, "budget": budget, "ok": npu / cpu <= budget}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=15, help="timed blocks per device and case")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args()
+
+    results = {name: run_case(name, args.samples) for name in CASES}
+    if args.json:
+        print(json.dumps({"threads": torch.get_num_threads(), "cases": results}, indent=2))
+    else:
+        print(f"eager npu vs cpu, median of {args.samples} alternating blocks, {torch.get_num_threads()} threads")
+        print(f"  {'case':<20}{'cpu':>12}{'npu':>12}{'ratio':>9}{'budget':>9}")
+        for name, r in results.items():
+            print(
+                f"  {name:<20}{r['cpu_us']:>10.2f}us{r['npu_us']:>10.2f}us{r['ratio']:>8.2f}x"
+                f"{r['budget']:>8.2f}x  {'OK' if r['ok'] else 'OVER'}"
+            )
+    return 0 if all(r["ok"] for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
