@@ -58,17 +58,22 @@ def test_stream_context_other_device_restores_both(two_devices):
     prev1 = torch.npu.current_stream(1)
     with torch.npu.stream(s1):
         assert torch.npu.current_stream(1) == s1
+        assert torch.npu.current_device() == 1
+        assert torch.ones(1, device="npu").device.index == 1
     assert torch.npu.current_stream(0) == prev0
     assert torch.npu.current_stream(1) == prev1
     assert torch.npu.current_device() == 0
 
 
-def test_set_stream_keeps_current_device(two_devices):
+def test_set_stream_makes_its_device_current(two_devices):
     s1 = torch.npu.Stream(device=1)
     torch.npu.set_stream(s1)
+    assert torch.npu.current_device() == 1
+    assert torch.npu.current_stream() == s1
+    assert torch.npu.current_stream(0) == torch.npu.default_stream(0)
+    torch.npu.set_stream(torch.npu.default_stream(0))
     assert torch.npu.current_device() == 0
     assert torch.npu.current_stream(1) == s1
-    torch.npu.set_stream(torch.npu.default_stream(1))
 
 
 def test_event_record_query_synchronize_elapsed():

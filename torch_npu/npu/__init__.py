@@ -16,7 +16,7 @@ from typing import Any
 
 from . import _utils, amp
 from .amp import get_amp_supported_dtype, is_bf16_supported
-from .device import (
+from .devices import (
     _exchange_device,
     _is_in_bad_fork,
     _lazy_init,

@@ -15,7 +15,7 @@ import torch
 import torch_npu._C as _C
 
 from ._utils import _get_device_index
-from .device import device_count
+from .devices import device_count
 
 __all__ = [
     "get_rng_state",

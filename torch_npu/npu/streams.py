@@ -12,7 +12,6 @@ from typing import Any
 import torch
 
 from ._utils import DEVICE_TYPE, _get_device_index
-from .device import device as _device_ctx
 
 __all__ = [
     "Stream",
@@ -123,14 +122,13 @@ def default_stream(device: Any = None) -> Stream:
 
 
 def set_stream(stream: torch.Stream | None) -> None:
-    """Make ``stream`` the current stream of its device. ``None`` is a no-op."""
+    """Make ``stream`` the current stream of its device, and its device the current
+    device (as ``torch.cuda.set_stream`` and ``torch.accelerator.set_stream`` do).
+    ``None`` is a no-op."""
     if stream is None:
         return
     _check_npu_stream(stream, "set_stream")
-    # torch.accelerator.set_stream also makes the stream's device current; keep the
-    # current device as it was, like torch.cuda.set_stream.
-    with _device_ctx(stream.device_index):
-        torch.accelerator.set_stream(stream)
+    torch.accelerator.set_stream(stream)
 
 
 class StreamContext:

@@ -81,9 +81,9 @@ def set_device(device: Any) -> None:
 
     A negative index is a no-op, as for ``torch.cuda.set_device``.
     """
-    index = _get_device_index(device)
-    if index >= 0:
-        _C._set_device(index)
+    if isinstance(device, int) and not isinstance(device, bool) and device < 0:
+        return
+    _C._set_device(_get_device_index(device))
 
 
 def _exchange_device(index: int) -> int:
@@ -99,7 +99,10 @@ class device:
     """
 
     def __init__(self, device: Any):
-        self.idx = _get_device_index(device, optional=True) if device is not None else -1
+        if device is None or (isinstance(device, int) and not isinstance(device, bool) and device < 0):
+            self.idx = -1
+        else:
+            self.idx = _get_device_index(device, optional=True)
         self.prev_idx = -1
 
     def __enter__(self) -> None:
