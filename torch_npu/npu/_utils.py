@@ -14,6 +14,11 @@ import torch_npu._C as _C
 
 DEVICE_TYPE = "npu"
 
+# The device count is fixed for the life of the process (the runtime reads
+# TORCH_NPU_DEVICE_COUNT once, without initializing anything). Keeping it in a module
+# global lets Dynamo read it as a guarded constant instead of calling the extension.
+_DEVICE_COUNT: int = _C._device_count()
+
 
 def _npu_is_current_accelerator() -> bool:
     accelerator = torch.accelerator.current_accelerator()
@@ -29,7 +34,7 @@ def _current_device_index() -> int:
 
 
 def _check_index(index: int, given: Any) -> int:
-    count = _C._device_count()
+    count = _DEVICE_COUNT
     if not 0 <= index < count:
         raise RuntimeError(
             f"Invalid npu device index {index} (from {given!r}): this process has "

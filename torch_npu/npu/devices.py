@@ -13,7 +13,7 @@ import torch
 
 import torch_npu._C as _C
 
-from ._utils import _current_device_index, _get_device_index, _npu_is_current_accelerator
+from ._utils import _DEVICE_COUNT, _current_device_index, _get_device_index, _npu_is_current_accelerator
 
 __all__ = [
     "is_available",
@@ -27,18 +27,9 @@ __all__ = [
     "synchronize",
 ]
 
-# The device count is fixed for the life of the process (read once by the runtime from
-# TORCH_NPU_DEVICE_COUNT); keeping it in a module global lets Dynamo read it as a
-# guarded constant.
-_device_count_value: int | None = None
-
-
 def device_count() -> int:
     """Number of npu devices. Never initializes the device."""
-    global _device_count_value
-    if _device_count_value is None:
-        _device_count_value = _C._device_count()
-    return _device_count_value
+    return _DEVICE_COUNT
 
 
 def is_available() -> bool:
@@ -132,7 +123,7 @@ def synchronize(device: Any = None) -> None:
             torch.accelerator.synchronize()
             return
         index = _get_device_index(device, optional=True)
-        torch.accelerator.synchronize(index)
+        torch.accelerator.synchronize(torch.device("npu", index))
     else:
         _C._synchronize(_get_device_index(device, optional=True))
 
