@@ -18,14 +18,16 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 _CACHE_DIR = tempfile.mkdtemp(prefix="torch_npu_test_inductor_cache_")
 
 
-def run_python(code: str, *, env: dict[str, str] | None = None, timeout: float = 240) -> str:
-    """Run ``code`` in a fresh interpreter from the repo root; return stdout, fail on error."""
+def run_python(
+    code: str, *, env: dict[str, str] | None = None, cwd: str = REPO_ROOT, timeout: float = 240
+) -> str:
+    """Run ``code`` in a fresh interpreter (from the repo root); return stdout, fail on error."""
     child_env = dict(os.environ)
     child_env.setdefault("TORCHINDUCTOR_CACHE_DIR", _CACHE_DIR)
     child_env.update(env or {})
     result = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
-        cwd=REPO_ROOT,
+        cwd=cwd,
         env=child_env,
         capture_output=True,
         text=True,
