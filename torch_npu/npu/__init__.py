@@ -54,7 +54,16 @@ from .random import (
     set_rng_state,
     set_rng_state_all,
 )
-from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream
+from .streams import (
+    Event,
+    Stream,
+    StreamContext,
+    _launch_host_kernel,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
 
 # Names served by modules that load on first use: name -> submodule.
 _LAZY_NAMES = {
@@ -65,6 +74,13 @@ _LAZY_NAMES = {
     "make_graphed_callables": "graphs",
     "mark_step_begin": "_graph_step_state",
 }
+
+
+# Inductor's init_backend_registration() asks the device module for these codegen
+# classes on every Inductor compile (CPU ones too) and swallows only RuntimeError; they
+# are served by the compiler layer and kept out of __all__/__dir__ so that a star-import
+# or dir() never loads Inductor.
+_INDUCTOR_CODEGEN_NAMES = frozenset({"Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen"})
 
 
 def __getattr__(name: str) -> Any:
@@ -78,6 +94,15 @@ def __getattr__(name: str) -> Any:
             raise AttributeError(f"torch.npu.{name} is unavailable: {exc}") from exc
         globals()[name] = value
         return value
+    if name in _INDUCTOR_CODEGEN_NAMES:
+        # A failure here must surface as RuntimeError: a CPU compile must never fail
+        # because of npu.
+        try:
+            from torch_npu.compiler.inductor import codegen_classes
+
+            return getattr(codegen_classes, name)
+        except Exception as exc:
+            raise RuntimeError(f"npu Inductor codegen unavailable: {exc}") from exc
     if name == "default_generators":
         # One generator per device, owned by the runtime; built on first access so
         # importing this module does not touch the runtime.

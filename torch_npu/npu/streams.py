@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+import torch_npu._C as _C
+
 from ._utils import DEVICE_TYPE, _get_device_index
 
 __all__ = [
@@ -167,3 +169,13 @@ class StreamContext:
 def stream(stream: torch.Stream | None) -> StreamContext:
     """``with torch.npu.stream(s):`` queues the enclosed work on ``s``; ``None`` is a no-op."""
     return StreamContext(stream)
+
+
+def _launch_host_kernel(fn: Any, *args: Any) -> None:
+    """Run host function ``fn(*args)`` as a kernel on the current stream.
+
+    Compiled code launches its kernels through this entry point so that, while the
+    current stream is capturing an NPU graph, the launch is recorded for replay
+    instead of running now.
+    """
+    _C._launch_host_kernel(fn, *args)
