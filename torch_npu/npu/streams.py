@@ -171,11 +171,8 @@ def stream(stream: torch.Stream | None) -> StreamContext:
     return StreamContext(stream)
 
 
-def _launch_host_kernel(fn: Any, *args: Any) -> None:
-    """Run host function ``fn(*args)`` as a kernel on the current stream.
-
-    Compiled code launches its kernels through this entry point so that, while the
-    current stream is capturing an NPU graph, the launch is recorded for replay
-    instead of running now.
-    """
-    _C._launch_host_kernel(fn, *args)
+# ``_launch_host_kernel(fn, *args)`` runs host function ``fn(*args)`` as a kernel on the
+# current stream. Compiled code launches its kernels through it so that, while the
+# current stream is capturing an NPU graph, the launch is recorded for replay instead
+# of running now. Bound directly (no Python wrapper) because it sits on every launch.
+_launch_host_kernel = _C._launch_host_kernel
