@@ -1,0 +1,119 @@
+"""The values ``npu_backend`` may take, and how the one chosen for a compile is found.
+
+An npu backend is a kernel code generator for Inductor: a Scheduling class constructed as
+``cls(scheduler)`` (``scheduler`` may be ``None`` when Inductor only asks for backend
+features). Built-in ones are named here by import path; third-party packages add their own
+through the entry-point group ``ENTRY_POINT_GROUP``::
+
+    [project.entry-points."torch_npu.inductor_backends"]
+    mybackend = "my_package.scheduling:MyScheduling"
+
+Listing the valid names reads entry-point metadata only; a backend module is imported
+only once its name has been chosen and validated, so ``default`` never imports
+``torch_mlir`` and an unknown name fails before any backend loads.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import os
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+OPTION = "npu_backend"
+ENV_VAR = "TORCHINDUCTOR_NPU_BACKEND"
+DEFAULT_BACKEND = "default"
+ENTRY_POINT_GROUP = "torch_npu.inductor_backends"
+
+# name -> "module:attribute" of the Scheduling class.
+BUILTIN_BACKENDS: dict[str, str] = {
+    "default": "torch_npu.compiler.inductor.default_scheduling:NpuCppScheduling",
+    "mlir": "torch_npu.compiler.inductor.mlir.scheduling:MlirScheduling",
+}
+
+
+class UnknownNpuBackendError(ValueError):
+    """``npu_backend`` names no built-in backend and no installed plugin."""
+
+
+@functools.cache
+def _plugin_entry_points() -> dict[str, Any]:
+    """Entry points of installed plugins by name; metadata only, nothing imported.
+
+    Cached for the process: a plugin installed after the first npu compile is seen after a
+    restart (or after ``refresh_plugins()``).
+    """
+    from importlib.metadata import entry_points
+
+    found: dict[str, Any] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in BUILTIN_BACKENDS:
+            log.warning(
+                "ignoring entry point %r of group %s: %r is a built-in npu_backend",
+                ep.value,
+                ENTRY_POINT_GROUP,
+                ep.name,
+            )
+            continue
+        # The first distribution on sys.path wins, as for import.
+        found.setdefault(ep.name, ep)
+    return found
+
+
+def refresh_plugins() -> None:
+    """Forget the cached plugin list (after installing a plugin in a running process)."""
+    _plugin_entry_points.cache_clear()
+
+
+def available_backends() -> tuple[str, ...]:
+    """Every valid ``npu_backend`` value: the built-ins, then plugins, sorted."""
+    return tuple(BUILTIN_BACKENDS) + tuple(sorted(_plugin_entry_points()))
+
+
+def requested_backend() -> object:
+    """The raw ``npu_backend`` value of the compile in progress (not validated).
+
+    Options > ``torch._inductor.config.npu_backend`` > the environment variable > default,
+    all resolved by the config entry. Without the entry (its patch not applied) only the
+    environment and the default remain.
+    """
+    from torch._inductor import config
+
+    if OPTION in config._config:
+        return getattr(config, OPTION)
+    return os.environ.get(ENV_VAR, DEFAULT_BACKEND)
+
+
+def validate_backend_name(name: object) -> str:
+    """Return ``name`` if it is a valid backend name, else raise with the valid ones."""
+    valid = available_backends()
+    if not isinstance(name, str):
+        # TORCHINDUCTOR_NPU_BACKEND=1/0 is read as a bool by torch's config machinery.
+        raise UnknownNpuBackendError(
+            f"npu_backend must be a string naming a backend, got {name!r} "
+            f"({type(name).__name__}); valid values: {', '.join(valid)}"
+        )
+    if name not in valid:
+        raise UnknownNpuBackendError(
+            f"unknown npu_backend {name!r}; valid values: {', '.join(valid)} "
+            f"(set by options={{'npu_backend': ...}}, torch._inductor.config.npu_backend "
+            f"or {ENV_VAR}; plugins register under the entry-point group "
+            f"{ENTRY_POINT_GROUP!r})"
+        )
+    return name
+
+
+def resolve_backend_name() -> str:
+    """The validated backend name of the compile in progress."""
+    return validate_backend_name(requested_backend())
+
+
+def load_scheduling_class(name: str) -> type:
+    """Import and return the Scheduling class of the (already validated) backend ``name``."""
+    target = BUILTIN_BACKENDS.get(name)
+    if target is not None:
+        module_name, _, attr = target.partition(":")
+        return getattr(importlib.import_module(module_name), attr)
+    return _plugin_entry_points()[name].load()
