@@ -1,0 +1,170 @@
+"""How npu is registered with Inductor, and what each kind of compile loads.
+
+Registration goes through ``register_backend_for_device``/``register_device_op_overrides``
+(and the device-module protocol as a fallback), once per process; the registered
+Scheduling picks the backend per compile. ``import torch_npu`` and non-Inductor compiles
+load nothing of ``torch_npu.compiler.inductor``; a cpu-only Inductor compile loads at most
+the light registration part, never a backend.
+"""
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+import torch_npu  # noqa: F401  (registers the npu device and the compile trigger)
+
+from conftest import run_python
+
+BACKEND_MODULES = (
+    "torch_npu.compiler.inductor.default_scheduling",
+    "torch_npu.compiler.inductor.mlir",
+    "torch_mlir",
+)
+
+
+def test_import_and_non_inductor_compiles_load_nothing_of_the_layer():
+    code = """
+        import sys
+        import torch, torch_npu
+
+        def layer():
+            return sorted(m for m in sys.modules if m.startswith("torch_npu.compiler.inductor"))
+
+        assert layer() == [], layer()
+        x = torch.randn(4, 4).npu()
+        for backend in ("eager", "aot_eager"):
+            out = torch.compile(lambda t: t.sin() + 1, backend=backend)(x)
+            torch.testing.assert_close(out.cpu(), x.cpu().sin() + 1)
+        assert layer() == [], layer()
+
+        class M(torch.nn.Module):
+            def forward(self, t):
+                return t.cos() * 2
+
+        torch.export.export(M(), (x,))
+        assert layer() == [], layer()
+
+        if "npu" in torch._dynamo.list_backends():
+            torch.compile(lambda t: t * 3, backend="npu")(x)
+            assert layer() == [], layer()
+        print("ok")
+    """
+    assert run_python(code).strip() == "ok"
+
+
+def test_cpu_only_inductor_compile_loads_no_backend_and_works():
+    code = """
+        import sys
+        import torch, torch_npu
+        f = torch.compile(lambda t: torch.softmax(t.sin() * 2 + 1, dim=-1).sum())
+        x = torch.randn(8, 8)
+        torch.testing.assert_close(f(x), torch.softmax(x.sin() * 2 + 1, dim=-1).sum())
+        loaded = [m for m in sys.modules if m.startswith(%r)]
+        assert loaded == [], loaded
+        assert not torch.npu.is_initialized()
+        print("ok")
+    """ % (BACKEND_MODULES,)
+    assert run_python(code).strip() == "ok"
+
+
+def test_registered_before_inductors_first_compile():
+    # Importing Inductor's compile entry is what precedes every Inductor compile; the full
+    # registration (with the npu config module) must be in place by then.
+    code = """
+        import torch, torch_npu
+        import torch._inductor.compile_fx
+        from torch._inductor.codegen import common
+        from torch_npu.compiler.inductor import config as npu_config, registration
+        assert registration.is_registered()
+        assert common.get_custom_backend_config_for_device("npu") is npu_config
+        print("ok")
+    """
+    assert run_python(code).strip() == "ok"
+
+
+def test_device_module_answers_the_four_codegen_names():
+    from torch_npu.compiler.inductor.scheduling import NpuScheduling
+    from torch_npu.compiler.inductor.wrapper_codegen import (
+        NpuCppWrapperCodegen,
+        NpuPythonWrapperCodegen,
+    )
+
+    assert torch.npu.Scheduling is NpuScheduling
+    assert torch.npu.PythonWrapperCodegen is NpuPythonWrapperCodegen
+    assert torch.npu.CppWrapperCodegen is NpuCppWrapperCodegen
+    assert torch.npu.WrapperFxCodegen is not None
+    assert "Scheduling" not in dir(torch.npu)
+
+
+def test_setup_is_idempotent_and_repairs_a_partial_registration():
+    from torch._inductor.codegen import common
+    from torch_npu.compiler.inductor import codegen_classes, config as npu_config, registration
+
+    assert registration.setup() and registration.setup()
+    # What Inductor's device-module route does: four arguments, config module dropped.
+    common.register_backend_for_device(
+        "npu",
+        codegen_classes.Scheduling,
+        codegen_classes.PythonWrapperCodegen,
+        codegen_classes.CppWrapperCodegen,
+        codegen_classes.WrapperFxCodegen,
+    )
+    assert common.get_custom_backend_config_for_device("npu") is None
+    assert not registration.is_registered()
+    assert registration.setup()
+    assert common.get_custom_backend_config_for_device("npu") is npu_config
+
+
+def test_setup_never_raises(monkeypatch, caplog):
+    from torch._inductor.codegen import common
+    from torch_npu.compiler.inductor import registration
+
+    def broken():
+        raise ImportError("simulated")
+
+    saved = common.device_codegens.pop("npu")
+    monkeypatch.setattr(registration, "_register", broken)
+    try:
+        with caplog.at_level(logging.WARNING, logger=registration.__name__):
+            assert registration.setup() is False
+        assert "could not register the npu device with Inductor" in caplog.text
+    finally:
+        common.device_codegens["npu"] = saved
+        monkeypatch.undo()
+    assert registration.setup()
+
+
+def test_cpp_wrapper_is_a_clear_error():
+    f = torch.compile(lambda t: t.sin() + 2, options={"cpp_wrapper": True})
+    with pytest.raises(Exception, match="cpp_wrapper=True .* not supported for npu"):
+        f(torch.randn(4).npu())
+
+
+def test_backend_chosen_per_compile_and_part_of_the_cache_key(monkeypatch):
+    import counting_scheduling
+    from torch_npu.compiler.inductor import backend_registry
+
+    monkeypatch.setitem(
+        backend_registry.BUILTIN_BACKENDS, "counting", "counting_scheduling:CountingScheduling"
+    )
+
+    def fn(t):
+        return torch.tanh(t) * 5 - t
+
+    x = torch.randn(32)
+    expected = fn(x)
+    default = torch.compile(fn, options={"npu_backend": "default"})
+    torch.testing.assert_close(default(x.npu()).cpu(), expected)
+    before = counting_scheduling.scheduled_graphs
+
+    # Same graph, other backend: must be compiled by that backend, not served from the
+    # FX-graph cache entry of the default backend.
+    counting = torch.compile(fn, options={"npu_backend": "counting"})
+    torch.testing.assert_close(counting(x.npu()).cpu(), expected)
+    assert counting_scheduling.scheduled_graphs == before + 1
+
+    # Both compiled functions keep running their own code.
+    torch.testing.assert_close(default(x.npu()).cpu(), expected)
+    torch.testing.assert_close(counting(x.npu()).cpu(), expected)
+    assert counting_scheduling.scheduled_graphs == before + 1
