@@ -1,0 +1,56 @@
+"""torch_npu: the ``npu`` device for PyTorch, backed by a built-in simulated NPU runtime.
+
+Importing the package loads the runtime (``torch_npu._C``), renames PrivateUse1 to
+``npu``, registers ``torch.npu`` and the ``.npu()``/``is_npu`` methods, and installs two
+import-system finders: the compile trigger (Dynamo/Inductor integration is set up when
+those modules are first imported, never here) and the ``npugraph_ex`` alias. It imports
+no compiler module and initialises no device, so it costs about what ``import torch`` costs.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+import torch
+
+from torch_npu import _C  # noqa: F401  (registers hooks, device guard and kernels)
+
+__version__ = "2.13.0"
+
+
+def _register_backend() -> None:
+    if torch._C._get_privateuse1_backend_name() != "npu":
+        torch.utils.rename_privateuse1_backend("npu")
+    from torch_npu import npu as npu_module
+
+    if getattr(torch, "npu", None) is not npu_module:
+        torch._register_device_module("npu", npu_module)
+    if not hasattr(torch.Tensor, "is_npu"):
+        torch.utils.generate_methods_for_privateuse1_backend(
+            for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+        )
+
+
+_register_backend()
+
+from torch_npu import _compile_trigger, _npugraph_ex_finder  # noqa: E402
+
+_compile_trigger.install()
+_npugraph_ex_finder.install()
+
+# Subpackages that load on first attribute access (PEP 562), so that
+# ``torch_npu.compiler`` or ``torch_npu.dynamo`` cost nothing until used.
+_LAZY_SUBMODULES = ("compiler", "dynamo", "npu")
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _autoload() -> None:
+    """Entry point of the ``torch.backends`` group: ``import torch`` loads torch_npu.
+
+    Everything happens at import; there is nothing left to do here.
+    """

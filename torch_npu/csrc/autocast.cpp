@@ -1,0 +1,31 @@
+// Autocast for npu: the same op policies as CUDA (matmul-like ops in fp16/bf16,
+// numerically sensitive ops in fp32, mixed inputs promoted), registered for
+// AutocastPrivateUse1 so torch.autocast("npu") behaves like torch.autocast("cuda").
+#include <ATen/autocast_mode.h>
+#include <torch/library.h>
+
+namespace torch_npu {
+namespace {
+
+using at::Tensor;
+using at::Scalar;
+using at::ScalarType;
+using std::optional;
+using at::IntArrayRef;
+using namespace at::autocast;
+
+#define NPU_LOWER_PRECISION_FP(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
+#define NPU_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
+#define NPU_FP32_SET_OPT_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
+#define NPU_PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
+
+TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
+  AT_FORALL_LOWER_PRECISION_FP(NPU_LOWER_PRECISION_FP)
+  AT_FORALL_FP32(NPU_FP32)
+  AT_FORALL_FP32_SET_OPT_DTYPE(NPU_FP32_SET_OPT_DTYPE)
+  AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
+  AT_FORALL_PROMOTE(NPU_PROMOTE)
+}
+
+}  // namespace
+}  // namespace torch_npu

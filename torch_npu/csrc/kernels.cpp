@@ -1,0 +1,370 @@
+// Operator kernels of the simulated NPU.
+//
+// View and metadata ops are native: they build new tensors over the same npu storage.
+// Every other op reaches one boxed fallback that lends the npu tensors' bytes to the CPU
+// kernel as CPU tensors (no copy), lets the CPU kernel allocate its outputs straight in
+// device memory, and hands the outputs back as npu tensors. Eager npu results are
+// therefore exactly the CPU results.
+#include "npu_runtime.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_native.h>
+#include <torch/library.h>
+
+#include <unordered_map>
+
+namespace torch_npu {
+
+// ---- aliasing ---------------------------------------------------------------
+
+at::Tensor cpu_alias(const at::Tensor& t) {
+  const c10::Storage& storage = t.storage();
+  void* data = storage.unsafeGetStorageImpl()->data_ptr().get();
+  // Non-owning, but resizable through the (redirecting) CPU allocator so that out=
+  // kernels that resize their output allocate the new memory on the device.
+  c10::Storage cpu_storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
+                           c10::DataPtr(data, c10::Device(c10::kCPU)), c10::GetCPUAllocator(),
+                           /*resizable=*/true);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(cpu_storage),
+                                                   c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  if (t.is_conj()) impl->_set_conj(true);
+  if (t.is_neg()) impl->_set_neg(true);
+  return at::Tensor(std::move(impl));
+}
+
+namespace {
+
+at::Tensor npu_tensor_over(const c10::Storage& storage, const at::Tensor& geometry) {
+  auto t = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(storage),
+                                                     c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                     geometry.dtype());
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(geometry.sizes(), geometry.strides(),
+                                                 geometry.storage_offset());
+  if (geometry.is_conj()) t.unsafeGetTensorImpl()->_set_conj(true);
+  if (geometry.is_neg()) t.unsafeGetTensorImpl()->_set_neg(true);
+  return t;
+}
+
+c10::Storage adopt_storage(c10::StorageImpl* cpu_storage, c10::DeviceIndex device) {
+  size_t nbytes = cpu_storage->nbytes();
+  const c10::DataPtr& dp = cpu_storage->data_ptr();
+  if (is_device_memory_deleter(dp.get_deleter())) {
+    c10::DataPtr taken = cpu_storage->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
+    taken.unsafe_set_device(c10::Device(kNpu, device));
+    return c10::Storage(c10::Storage::use_byte_size_t(), nbytes, std::move(taken), npu_allocator(), true);
+  }
+  // Memory the CPU kernel did not take from the device (rare: e.g. a cached constant).
+  c10::DataPtr fresh = allocate_device_memory(nbytes, device, c10::Device(kNpu, device));
+  if (nbytes > 0) std::memcpy(fresh.get(), dp.get(), nbytes);
+  return c10::Storage(c10::Storage::use_byte_size_t(), nbytes, std::move(fresh), npu_allocator(), true);
+}
+
+}  // namespace
+
+at::Tensor adopt_cpu_result(const at::Tensor& cpu, c10::DeviceIndex device) {
+  return npu_tensor_over(adopt_storage(cpu.storage().unsafeGetStorageImpl(), device), cpu);
+}
+
+namespace {
+
+bool is_generator_type(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::GeneratorType) return true;
+  if (auto opt = type->cast<c10::OptionalType>()) return opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
+  return false;
+}
+
+struct FallbackCall {
+  const c10::OperatorHandle& op;
+  std::vector<std::pair<at::Tensor, at::Tensor>> npu_to_cpu;
+  c10::DeviceIndex device = -1;
+
+  at::Tensor to_cpu(const at::Tensor& t) {
+    if (!t.defined()) return t;
+    if (t.device().type() != kNpu) {
+      TORCH_CHECK(t.device().is_cpu() && t.dim() == 0,
+                  "Expected all tensors to be on the same device, but got a ", t.device().str(),
+                  " tensor and npu tensors in ", op.schema().name(),
+                  ". Move the tensor to npu first, e.g. with .to('npu')");
+      return t;
+    }
+    c10::DeviceIndex d = t.device().index();
+    if (device < 0) {
+      device = d;
+    } else {
+      TORCH_CHECK(d == device, "Expected all tensors to be on the same device, but found at least two "
+                  "devices, npu:", static_cast<int>(device), " and npu:", static_cast<int>(d), " (in ",
+                  op.schema().name(), "). Move them to one device with .to()");
+    }
+    at::Tensor alias = cpu_alias(t);
+    npu_to_cpu.emplace_back(t, alias);
+    return alias;
+  }
+
+  at::Tensor to_npu(const at::Tensor& cpu, std::unordered_map<c10::StorageImpl*, c10::Storage>& adopted) {
+    if (!cpu.defined()) return cpu;
+    for (const auto& m : npu_to_cpu) {
+      if (m.second.unsafeGetTensorImpl() == cpu.unsafeGetTensorImpl()) return m.first;
+    }
+    c10::StorageImpl* s = cpu.storage().unsafeGetStorageImpl();
+    for (const auto& m : npu_to_cpu) {
+      if (m.second.storage().unsafeGetStorageImpl() == s) return npu_tensor_over(m.first.storage(), cpu);
+    }
+    auto it = adopted.find(s);
+    if (it == adopted.end()) it = adopted.emplace(s, adopt_storage(s, device)).first;
+    return npu_tensor_over(it->second, cpu);
+  }
+};
+
+// Propagates what an out= or in-place CPU kernel did to the storage and geometry of
+// an argument (a resize reallocates through the redirecting allocator).
+void propagate_resize(const at::Tensor& npu, const at::Tensor& cpu, c10::DeviceIndex device) {
+  c10::StorageImpl* cpu_storage = cpu.storage().unsafeGetStorageImpl();
+  c10::StorageImpl* npu_storage = npu.storage().unsafeGetStorageImpl();
+  if (cpu_storage->data_ptr().get() != npu_storage->data_ptr().get() ||
+      cpu_storage->nbytes() != npu_storage->nbytes()) {
+    c10::Storage fresh = adopt_storage(cpu_storage, device);
+    npu_storage->set_data_ptr_noswap(std::move(fresh.unsafeGetStorageImpl()->mutable_data_ptr()));
+    npu_storage->set_nbytes(fresh.nbytes());
+  }
+  if (cpu.sizes() != npu.sizes() || cpu.strides() != npu.strides() ||
+      cpu.storage_offset() != npu.storage_offset()) {
+    npu.unsafeGetTensorImpl()->set_sizes_and_strides(cpu.sizes(), cpu.strides(), cpu.storage_offset());
+  }
+}
+
+struct CurrentDeviceScope {
+  explicit CurrentDeviceScope(c10::DeviceIndex d) : previous(current_device()) {
+    if (d != previous) set_current_device(d);
+  }
+  ~CurrentDeviceScope() {
+    if (current_device() != previous) set_current_device(previous);
+  }
+  c10::DeviceIndex previous;
+};
+
+void npu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const auto& args = schema.arguments();
+  const size_t num_args = args.size();
+  const size_t begin = stack->size() - num_args;
+  FallbackCall call{op};
+
+  for (size_t i = 0; i < num_args; ++i) {
+    c10::IValue& iv = (*stack)[begin + i];
+    if (iv.isTensor()) {
+      iv = call.to_cpu(iv.toTensor());
+    } else if (iv.isTensorList()) {
+      auto list = iv.toTensorList();
+      c10::List<at::Tensor> converted;
+      converted.reserve(list.size());
+      for (const at::Tensor& t : list) converted.push_back(call.to_cpu(t));
+      iv = converted;
+    } else if (iv.isOptionalTensorList()) {
+      auto list = iv.toOptionalTensorList();
+      c10::List<std::optional<at::Tensor>> converted;
+      converted.reserve(list.size());
+      for (const std::optional<at::Tensor>& t : list) {
+        converted.push_back(t.has_value() ? std::optional<at::Tensor>(call.to_cpu(*t)) : std::nullopt);
+      }
+      iv = converted;
+    } else if (iv.isDevice() && iv.toDevice().type() == kNpu) {
+      c10::Device d = iv.toDevice();
+      c10::DeviceIndex idx = d.has_index() ? d.index() : current_device();
+      check_device_index(idx, schema.name().c_str());
+      if (call.device < 0) call.device = idx;
+      iv = c10::IValue(c10::Device(c10::kCPU));
+    }
+  }
+  if (call.device < 0) call.device = current_device();
+  for (size_t i = 0; i < num_args; ++i) {
+    if (!is_generator_type(args[i].type())) continue;
+    c10::IValue& iv = (*stack)[begin + i];
+    at::Generator gen = iv.isNone() ? default_generator(call.device) : iv.toGenerator();
+    TORCH_CHECK(gen.device().type() == kNpu, "Expected an npu generator for ", schema.name(),
+                " on npu tensors, got a generator of device ", gen.device(),
+                "; create it with torch.Generator(device='npu')");
+    iv = c10::IValue(backing_cpu_generator(gen));
+  }
+
+  CurrentDeviceScope device_scope(call.device);
+  if (active_capture() != nullptr) {
+    record_operator(op, stack, call.npu_to_cpu, call.device);
+    return;
+  }
+  {
+    CpuAllocationRedirect redirect(call.device);
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  }
+  const size_t num_returns = schema.returns().size();
+  const size_t ret_begin = stack->size() - num_returns;
+  std::unordered_map<c10::StorageImpl*, c10::Storage> adopted;
+  for (size_t i = 0; i < num_returns; ++i) {
+    c10::IValue& iv = (*stack)[ret_begin + i];
+    if (iv.isTensor()) {
+      iv = call.to_npu(iv.toTensor(), adopted);
+    } else if (iv.isTensorList()) {
+      auto list = iv.toTensorList();
+      c10::List<at::Tensor> converted;
+      converted.reserve(list.size());
+      for (const at::Tensor& t : list) converted.push_back(call.to_npu(t, adopted));
+      iv = converted;
+    }
+  }
+  for (size_t i = 0; i < num_args; ++i) {
+    const auto* alias = args[i].alias_info();
+    if (alias == nullptr || !alias->isWrite()) continue;
+    for (const auto& m : call.npu_to_cpu) propagate_resize(m.first, m.second, call.device);
+    break;
+  }
+}
+
+// ---- native kernels ------------------------------------------------------------
+
+at::Tensor npu_empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                     std::optional<at::Device> device, std::optional<bool> pin_memory,
+                     std::optional<at::MemoryFormat> memory_format) {
+  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned; npu tensors live on the device");
+  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
+              "npu tensors support only the strided layout, got ", layout.value());
+  c10::DeviceIndex idx = device.has_value() && device->has_index() ? device->index() : current_device();
+  check_device_index(idx, "tensor creation");
+  CurrentDeviceScope scope(idx);
+  return at::detail::empty_generic(size, npu_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor npu_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+                             std::optional<at::Layout> layout, std::optional<at::Device> device,
+                             std::optional<bool> pin_memory) {
+  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned; npu tensors live on the device");
+  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
+              "npu tensors support only the strided layout, got ", layout.value());
+  c10::DeviceIndex idx = device.has_value() && device->has_index() ? device->index() : current_device();
+  check_device_index(idx, "tensor creation");
+  CurrentDeviceScope scope(idx);
+  return at::detail::empty_strided_generic(size, stride, npu_allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           c10::dtype_or_default(dtype));
+}
+
+at::Tensor as_cpu_view(const at::Tensor& t) { return t.device().type() == kNpu ? cpu_alias(t) : t; }
+
+at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+  const bool crosses_host = self.device().type() != kNpu || dst.device().type() != kNpu;
+  if (crosses_host) check_not_capturing("a copy between npu and host memory (.cpu(), .to('cpu'), .npu())");
+  if (active_capture() != nullptr) {
+    // npu -> npu copy inside a capture: record it.
+    at::Tensor src_alias = cpu_alias(self);
+    at::Tensor dst_alias = cpu_alias(dst);
+    record_host_call([src_alias, dst_alias]() mutable { dst_alias.copy_(src_alias); });
+    return dst;
+  }
+  at::Tensor src_cpu = as_cpu_view(self);
+  at::Tensor dst_cpu = as_cpu_view(dst);
+  dst_cpu.copy_(src_cpu);
+  return dst;
+}
+
+at::Tensor npu_copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
+  return npu_copy_from(self, dst, false);
+}
+
+const at::Tensor& npu_resize_(const at::Tensor& self, c10::SymIntArrayRef size_sym,
+                              std::optional<at::MemoryFormat> memory_format) {
+  auto size = C10_AS_INTARRAYREF_SLOW(size_sym);
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(size);
+  auto fmt = memory_format.value_or(at::MemoryFormat::Contiguous);
+  if (fmt != at::MemoryFormat::Preserve) impl->empty_tensor_restride(fmt);
+  size_t needed = 0;
+  if (self.numel() > 0) {
+    int64_t max_offset = 0;
+    for (int64_t d = 0; d < self.dim(); ++d) max_offset += (self.size(d) - 1) * self.stride(d);
+    needed = static_cast<size_t>((self.storage_offset() + max_offset + 1) * self.element_size());
+  }
+  c10::StorageImpl* storage = self.storage().unsafeGetStorageImpl();
+  if (needed > storage->nbytes()) {
+    TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
+    c10::DataPtr fresh = allocate_device_memory(needed, self.device().index(), self.device());
+    if (storage->nbytes() > 0) std::memcpy(fresh.get(), storage->data_ptr().get(), storage->nbytes());
+    storage->set_data_ptr_noswap(std::move(fresh));
+    storage->set_nbytes(needed);
+  }
+  return self;
+}
+
+at::Tensor& npu_set_storage(at::Tensor& self, c10::Storage source, c10::SymInt storage_offset,
+                            c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  TORCH_CHECK(source.device().type() == kNpu, "set_: expected an npu storage, got ", source.device());
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_keep_dtype(std::move(source));
+  impl->set_storage_offset(storage_offset.expect_int());
+  auto sz = C10_AS_INTARRAYREF_SLOW(size);
+  if (stride.empty()) {
+    impl->set_sizes_contiguous(sz);
+  } else {
+    impl->set_sizes_and_strides(sz, C10_AS_INTARRAYREF_SLOW(stride));
+  }
+  return self;
+}
+
+at::Tensor& npu_set_source_storage(at::Tensor& self, c10::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  std::vector<c10::SymInt> sz{c10::SymInt(n)};
+  return npu_set_storage(self, std::move(source), 0, sz, {});
+}
+
+at::Tensor& npu_set_tensor(at::Tensor& self, const at::Tensor& source) {
+  if (self.unsafeGetTensorImpl() == source.unsafeGetTensorImpl()) return self;
+  return npu_set_storage(self, source.storage(), source.storage_offset(), source.sym_sizes(), source.sym_strides());
+}
+
+at::Tensor& npu_set_empty(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0,
+                       allocate_device_memory(0, self.device().index(), self.device()), npu_allocator(), true);
+  std::vector<c10::SymInt> sz{c10::SymInt(0)};
+  return npu_set_storage(self, std::move(storage), 0, sz, {});
+}
+
+void npu_record_stream(at::Tensor& self, c10::Stream stream) {
+  TORCH_CHECK(stream.device_type() == kNpu, "record_stream expects an npu stream, got one of ", stream.device());
+  TORCH_CHECK(stream.device_index() == self.device().index(), "record_stream: the tensor is on ", self.device(),
+              " but the stream belongs to ", stream.device());
+}
+
+at::Scalar npu_local_scalar_dense(const at::Tensor& self) {
+  check_not_capturing("reading a value to the host (.item(), bool(tensor), printing)");
+  return at::_local_scalar_dense(cpu_alias(self));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&npu_fallback>());
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(npu_empty));
+  m.impl("empty_strided", TORCH_FN(npu_empty_strided));
+  m.impl("_copy_from", TORCH_FN(npu_copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(npu_copy_from_and_resize));
+  m.impl("resize_", TORCH_FN(npu_resize_));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(npu_set_storage));
+  m.impl("set_.source_Storage", TORCH_FN(npu_set_source_storage));
+  m.impl("set_.source_Tensor", TORCH_FN(npu_set_tensor));
+  m.impl("set_", TORCH_FN(npu_set_empty));
+  m.impl("record_stream", TORCH_FN(npu_record_stream));
+  m.impl("_local_scalar_dense", TORCH_FN(npu_local_scalar_dense));
+  m.impl("view", TORCH_FN(at::native::view));
+  m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
+  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  m.impl("unfold", TORCH_FN(at::native::unfold));
+}
+
+}  // namespace torch_npu

@@ -1,0 +1,139 @@
+// Shared declarations of the simulated NPU runtime: devices, memory, streams, capture.
+//
+// The runtime keeps device memory in host RAM so that every ATen CPU kernel can run
+// directly on an npu tensor's bytes. This header is the contract between the pieces
+// (allocator, device guard, kernels, graphs) that live in separate translation units.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/Device.h>
+#include <c10/core/Stream.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace torch_npu {
+
+constexpr c10::DeviceType kNpu = c10::DeviceType::PrivateUse1;
+
+// ---- devices -------------------------------------------------------------
+c10::DeviceIndex device_count();                  // from TORCH_NPU_DEVICE_COUNT, default 2
+c10::DeviceIndex current_device();                // per thread
+void set_current_device(c10::DeviceIndex index);  // validates
+void check_device_index(int64_t index, const char* what);
+c10::DeviceIndex resolve_device_index(int64_t index);  // -1 -> current
+void lazy_init();
+bool is_initialized();
+
+// ---- memory --------------------------------------------------------------
+struct MemoryStats {
+  int64_t allocated_bytes = 0;
+  int64_t peak_allocated_bytes = 0;
+  int64_t reserved_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
+  int64_t alloc_count = 0;
+  int64_t free_count = 0;
+  int64_t oom_count = 0;
+  int64_t capacity_bytes = 0;
+};
+
+c10::Allocator* npu_allocator();
+// Allocates device memory; the DataPtr reports `reported_device` (npu for device
+// tensors, cpu for memory handed to a CPU kernel running on behalf of the device).
+c10::DataPtr allocate_device_memory(size_t nbytes, c10::DeviceIndex device, c10::Device reported_device);
+bool is_device_memory_deleter(c10::DeleterFnPtr deleter);
+MemoryStats memory_stats(c10::DeviceIndex device);
+void reset_peak_memory_stats(c10::DeviceIndex device);
+void empty_cache();
+void set_memory_capacity(c10::DeviceIndex device, int64_t nbytes);
+std::pair<int64_t, int64_t> mem_get_info(c10::DeviceIndex device);
+c10::Allocator* pinned_host_allocator();
+bool is_pinned_host_ptr(const void* ptr);
+
+// Memory pools for graphs. Pool 0 is the ordinary cache.
+int64_t new_pool_id();
+void retain_pool(int64_t pool);
+void release_pool(int64_t pool);  // frees the pool's cached blocks once unused
+
+// Sets the pool this thread's device allocations are drawn from; returns the previous one.
+int64_t exchange_thread_pool(int64_t pool);
+// While set on this thread, device allocations are drawn from this pool.
+struct PoolAllocationScope {
+  explicit PoolAllocationScope(int64_t pool);
+  ~PoolAllocationScope();
+  int64_t previous;
+};
+
+// While set on this thread, allocations made through the CPU allocator come from the
+// given device's memory (so CPU kernels write their outputs straight into device memory).
+struct CpuAllocationRedirect {
+  explicit CpuAllocationRedirect(c10::DeviceIndex device);
+  ~CpuAllocationRedirect();
+  c10::DeviceIndex previous;
+};
+void install_cpu_allocation_redirect();
+
+// ---- streams and events --------------------------------------------------
+c10::Stream current_stream(c10::DeviceIndex device);
+
+// ---- graph capture -------------------------------------------------------
+class GraphCapture;
+GraphCapture* active_capture();  // capture in progress on this thread, or nullptr
+// Raises (and aborts the active capture) if a capture is in progress.
+void check_not_capturing(const char* what);
+
+// Records a boxed operator call into the active capture. `stack` holds the arguments
+// with npu tensors already replaced by their CPU aliases; on return it holds the
+// operator's outputs (npu tensors from the graph's pool), computed without running.
+void record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                     const std::vector<std::pair<at::Tensor, at::Tensor>>& npu_to_cpu,
+                     c10::DeviceIndex device);
+void record_host_call(std::function<void()> fn);
+
+// ---- tensor aliasing ------------------------------------------------------
+// A CPU tensor over the same bytes as the npu tensor `t` (no copy).
+at::Tensor cpu_alias(const at::Tensor& t);
+// An npu tensor that takes over the memory of a CPU tensor produced on behalf of
+// `device` (no copy when the memory came from the device allocator).
+at::Tensor adopt_cpu_result(const at::Tensor& cpu, c10::DeviceIndex device);
+
+// ---- random ----------------------------------------------------------------
+const at::Generator& default_generator(c10::DeviceIndex device);
+at::Generator new_generator(c10::DeviceIndex device);
+// The CPU generator whose state backs an npu generator.
+at::Generator backing_cpu_generator(const at::Generator& npu_gen);
+
+}  // namespace torch_npu
+
+namespace torch_npu {
+
+// A recorded sequence of npu work that can be replayed on the same memory.
+class NpuGraph {
+ public:
+  NpuGraph();
+  ~NpuGraph();
+  void capture_begin(int64_t pool);
+  void capture_end();
+  void replay();
+  void reset();
+  int64_t pool() const { return pool_; }
+  size_t num_nodes() const { return nodes_.size(); }
+
+ private:
+  std::unique_ptr<GraphCapture> capture_;
+  std::vector<std::function<void()>> nodes_;
+  std::vector<at::Tensor> keep_alive_;
+  std::string abort_reason_;
+  int64_t pool_ = 0;
+  bool captured_ = false;
+};
+
+int64_t graph_pool_handle();
+
+}  // namespace torch_npu
