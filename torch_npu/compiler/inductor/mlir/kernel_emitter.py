@@ -252,9 +252,37 @@ class KernelEmitter(IndexMath, ValueOps):
             return self.store(name, index, value)
 
     def index_expr(self, expr, dtype):
+        if is_float(dtype) and not expr.is_integer:
+            return self._convert(self._float_expr(expr), compute_dtype(dtype))
         idx = self.index(expr)
         v = Val(self.b.assign(f"arith.index_cast {idx} : index to i64"), torch.int64)
         return self._convert(v, compute_dtype(dtype))
+
+    def _float_expr(self, expr):
+        """A real-valued size expression (e.g. 1/numel under dynamic shapes) in f64."""
+        from torch.utils._sympy.functions import FloatPow, FloatTrueDiv, IntTrueDiv, ToFloat
+
+        f64 = torch.float64
+        if expr.is_integer:
+            return self._convert(self.index_expr(expr, torch.int64), f64)
+        if expr.is_Number:
+            return self.constant(float(expr), f64)
+        if isinstance(expr, (FloatTrueDiv, IntTrueDiv)) or (
+            isinstance(expr, sympy.Pow) and expr.exp == -1
+        ):
+            num, den = (expr.args if not isinstance(expr, sympy.Pow) else (sympy.Integer(1), expr.base))
+            return self.truediv(self._float_expr(num), self._float_expr(den))
+        if isinstance(expr, ToFloat):
+            return self._float_expr(expr.args[0])
+        if isinstance(expr, FloatPow):
+            return self.pow(self._float_expr(expr.args[0]), self._float_expr(expr.args[1]))
+        if isinstance(expr, (sympy.Add, sympy.Mul)):
+            vals = [self._float_expr(a) for a in expr.args]
+            acc = vals[0]
+            for v in vals[1:]:
+                acc = self.add(acc, v) if isinstance(expr, sympy.Add) else self.mul(acc, v)
+            return acc
+        raise MlirUnsupported(f"float index expression {type(expr).__name__}")
 
     def indirect_indexing(self, x, size, check=True, wrap_neg=True):
         x = self._lift(x)
