@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 
 # Module names under torch_npu._patches, in application order.
-PATCHES: tuple[str, ...] = ()
+PATCHES: tuple[str, ...] = ("inductor_npu_backend_option",)
 
 # Registrations made through PyTorch's extension points (not patches), by description.
 REGISTRATIONS: tuple[str, ...] = ()

@@ -4,8 +4,8 @@
 backward ATen graphs go through ``compile_fx``. ``compile_fx`` looks ``_optimize_fx`` up
 in this module's globals at every call, so replacing ``npu_fx_compiler._optimize_fx``
 (as test suites do in ``setUp``) takes effect for the next compile. ``_capture_npu_graph``
-is where the optimized graph becomes the callable that runs it; graph capture and replay
-with static inputs are built there, on ``torch.npu``'s NPU graphs.
+is where the optimized graph becomes the callable that runs it, through NPU graph
+capture and replay with static inputs.
 
 Heavy imports (Dynamo, AOT autograd) happen inside the functions, so importing the package
 stays cheap.
@@ -33,12 +33,18 @@ def _capture_npu_graph(
 ) -> Callable[[list[Any]], Any]:
     """The callable (boxed: takes the list of inputs) that runs the optimized graph.
 
-    Runs the graph's ops on the device as they come; the NPU-graph capture of the graph
-    (``config.capture``) takes this function's place.
+    NPU-graph capture and replay live in ``npugraph_ex._capture``, built on torch_npu's
+    graph trees; where that module is absent, the graph's ops run on the device as they come.
     """
-    from torch._functorch.aot_autograd import make_boxed_func
+    try:
+        from npugraph_ex._capture import capture_npu_graph
+    except ModuleNotFoundError as exc:
+        if exc.name != "npugraph_ex._capture":
+            raise
+        from torch._functorch.aot_autograd import make_boxed_func
 
-    return make_boxed_func(gm.forward)
+        return make_boxed_func(gm.forward)
+    return capture_npu_graph(gm, example_inputs, config)
 
 
 def compile_fx(
@@ -71,4 +77,9 @@ def get_npu_backend(compiler_config: CompilerConfig | None = None) -> Callable[.
 
 
 def reset() -> None:
-    """Forget compiled state; nothing is kept between compiles yet."""
+    """Free the NPU graphs captured so far (nothing to do if none was)."""
+    import sys
+
+    capture = sys.modules.get("npugraph_ex._capture")
+    if capture is not None:
+        capture.reset()

@@ -1,0 +1,1 @@
+"""The npu Dynamo backends, one module each; ``registry`` holds their light entries."""

@@ -1,0 +1,76 @@
+"""The named setup steps the compile trigger runs once its watched modules are imported.
+
+Each function is one step of ``torch_npu._compile_trigger.STEPS`` and is run at most once
+successfully, under the trigger's run-once guard, right after the watched module's code
+ran. So a step may use the watched module and what it already imported, but must not
+import another watched module (``torch._dynamo``, ``torch._inductor.config``) that is not
+loaded yet: another thread could hold that module's import lock while waiting for the
+guard. No step initializes the device.
+
+Everything is done through PyTorch's extension points; what is registered is listed in
+``torch_npu._patches.REGISTRATIONS`` and the patches (none today) in ``PATCHES``.
+"""
+from __future__ import annotations
+
+import importlib
+
+import torch
+
+def inductor_option() -> None:
+    # torch.compile checks options= keys against torch._inductor.config, and the entry
+    # must exist before anything snapshots that config: see the patch's docstring.
+    from torch_npu import _patches
+
+    _patches.apply("inductor_npu_backend_option")
+
+
+# Our Inductor layer registers the npu codegen backends before Inductor's first
+# init_backend_registration(); that happens during an Inductor compile, which imports
+# torch._inductor.compile_fx first. The package may be absent from a partial install.
+INDUCTOR_REGISTRATION = "torch_npu.compiler.inductor.registration"
+_INDUCTOR_PACKAGES = ("torch_npu.compiler.inductor", INDUCTOR_REGISTRATION)
+
+
+def inductor_registration() -> None:
+    try:
+        registration = importlib.import_module(INDUCTOR_REGISTRATION)
+    except ModuleNotFoundError as exc:
+        if exc.name not in _INDUCTOR_PACKAGES:
+            raise
+        return
+    registration.setup()
+
+
+def device_interface() -> None:
+    from torch_npu.compiler import device_interface as interface
+
+    interface.register()
+
+
+def stream_handlers() -> None:
+    # Dynamo builds its handler table once (functools.cache) from the device interfaces
+    # registered at that moment; if anything was compiled before import torch_npu, the
+    # table lacks torch.npu.stream. Rebuilding it on the next trace picks it up.
+    from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
+
+    TorchInGraphFunctionVariable._get_handlers.cache_clear()
+
+
+def trace_rules() -> None:
+    from torch_npu.compiler import trace_rules as rules
+
+    rules.register()
+
+
+def graphsafe_rng() -> None:
+    # Lets AOT autograd thread npu generator state through graphs (NPU graph replay needs
+    # it); the runtime provides torch.npu._get_generator and graph-safe generators.
+    from torch._functorch._aot_autograd.utils import register_graphsafe_rng_device_type
+
+    register_graphsafe_rng_device_type("npu")
+
+
+def backends() -> None:
+    from torch_npu.compiler.backends import registry
+
+    registry.register_all()
