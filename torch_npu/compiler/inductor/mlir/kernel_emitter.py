@@ -27,6 +27,7 @@ from torch._inductor.virtualized import V
 
 from .dtypes import compute_dtype, compute_type, float_literal, int_limits, is_float, memory_type
 from .fallback import MlirUnsupported
+from .fast_math import FastMath
 from .index_math import IndexMath
 from .ssa import SsaBuilder, Val
 from .value_ops import ValueOps
@@ -63,7 +64,7 @@ class _ReductionNest:
         return f"%rr{self.nest_id}_0#{k}"
 
 
-class KernelEmitter(IndexMath, ValueOps):
+class KernelEmitter(IndexMath, FastMath, ValueOps):
     def __init__(self):
         self.b = SsaBuilder()
         self.args = KernelArgs()
