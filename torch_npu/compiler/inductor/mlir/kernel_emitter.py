@@ -72,9 +72,13 @@ class KernelEmitter(IndexMath, FastMath, ValueOps):
         self._nests = itertools.count()
         self._indirect = itertools.count()
         self.rnest = None
+        self.outer_extents: list = []  # first pointwise size of each nest (None: no pointwise loop)
+        self.work = sympy.Integer(1)
+        self.has_atomic_store = False
 
     # structure
-    def emit_nest(self, nodes) -> None:
+    def emit_nest(self, nodes, shared=()) -> None:
+        """Emit one scheduler node group; `shared`: symbols of already open outer loops."""
         from torch._inductor.scheduler import SchedulerNode
 
         for node in nodes:
@@ -83,7 +87,7 @@ class KernelEmitter(IndexMath, FastMath, ValueOps):
         sizes = [node.group[1] for node in nodes]
         group, rgroup = max(sizes, key=lambda s: len(s[1]))
         nid = next(self._nests)
-        xs = [sympy_index_symbol(f"x{nid}_{i}") for i in range(len(group))]
+        xs = list(shared) + [sympy_index_symbol(f"x{nid}_{i}") for i in range(len(shared), len(group))]
         rs = [sympy_index_symbol(f"r{nid}_{i}") for i in range(len(rgroup))]
         inner, suffix = [], []
         for node, s in zip(nodes, sizes):
@@ -96,12 +100,13 @@ class KernelEmitter(IndexMath, FastMath, ValueOps):
             else:
                 raise MlirUnsupported("nodes with unrelated loop ranges")
         ranges = dict(zip(xs, group)) | dict(zip(rs, rgroup))
-        c0, c1 = self.b.index_constant(0), self.b.index_constant(1)
-        for i, (sym, size) in enumerate(zip(xs, group)):
-            name = f"%x{nid}_{i}"
-            self.b.emit(f"scf.for {name} = {c0} to {self.index(size)} step {c1} {{")
-            self.symbols[sym] = name
-            self.b.push_scope()
+        work = sympy.Integer(1)
+        for size in itertools.chain(group, rgroup):
+            work = work * size
+        self.work = sympy.Max(self.work, work) if self.work != 1 else work
+        if not shared:
+            self.outer_extents.append(group[0] if group else None)
+        opened = self._open_loops(xs[len(shared):], group[len(shared):], nid, len(shared), not shared)
         if rgroup:
             self._emit_reduction_nest(nid, inner, xs, rs, rgroup, ranges)
         else:
@@ -109,7 +114,44 @@ class KernelEmitter(IndexMath, FastMath, ValueOps):
                 self._run(node, xs, [], ranges)
         for node in suffix:
             self._run(node, xs, [], ranges)
-        for _ in group:
+        self._close_loops(opened)
+
+    def emit_outer_fused(self, groups, depth) -> None:
+        """Node groups sharing their first `depth` loops (Inductor's outer-loop fusion):
+        one shared outer nest, each group's remaining loops inside, so a row's data is
+        still in cache when the next group reads it."""
+        node_lists = [g.get_nodes() for g in groups]
+        firsts = [max((n.group[1] for n in nodes), key=lambda s: len(s[1]))[0] for nodes in node_lists]
+        outer = tuple(firsts[0][:depth])
+        if depth < 1 or any(len(f) < depth or tuple(f[:depth]) != outer for f in firsts):
+            for nodes in node_lists:
+                self.emit_nest(nodes)
+            return
+        nid = next(self._nests)
+        syms = [sympy_index_symbol(f"x{nid}_{i}") for i in range(depth)]
+        self.outer_extents.append(outer[0])
+        opened = self._open_loops(syms, outer, nid, 0, True)
+        for nodes in node_lists:
+            self.emit_nest(nodes, shared=syms)
+        self._close_loops(opened)
+
+    def _open_loops(self, syms, sizes, nid, first_index, split_first):
+        c0, c1 = self.b.index_constant(0), self.b.index_constant(1)
+        for k, (sym, size) in enumerate(zip(syms, sizes)):
+            i = first_index + k
+            name = f"%x{nid}_{i}"
+            lo, hi = c0, self.index(size)
+            if i == 0 and split_first:
+                # the outermost loop runs the [lo, hi) slice the launcher asks for (threads)
+                lo = self._range_bound("lo")
+                hi = self.b.assign(f"arith.minsi {self._range_bound('hi')}, {hi} : index", "i")
+            self.b.emit(f"scf.for {name} = {lo} to {hi} step {c1} {{")
+            self.symbols[sym] = name
+            self.b.push_scope()
+        return len(syms)
+
+    def _close_loops(self, count):
+        for _ in range(count):
             self.b.pop_scope()
             self.b.emit("}")
 
@@ -165,6 +207,28 @@ class KernelEmitter(IndexMath, FastMath, ValueOps):
             b.emit("}")
         b.lines.extend(nest.suffix)
 
+    def _range_bound(self, which):
+        key = ("range", which)
+        hit = self.b.scopes[0].get(key)
+        if hit is None:
+            hit = self.b.fresh(which)
+            self.b.prologue.append(f"  {hit} = arith.index_cast %{which} : i64 to index")
+            self.b.scopes[0][key] = hit
+        return hit
+
+    def parallel_extent(self):
+        """The outermost pointwise extent the launcher may split across threads, or None.
+
+        Splitting is safe when every nest iterates the same outermost variable and writes
+        only plainly (no accumulating stores), as for Inductor's own OpenMP C++ loops.
+        """
+        first = self.outer_extents[0] if self.outer_extents else None
+        if first is None or self.has_atomic_store:
+            return None
+        if any(e is None or sympy.simplify(e - first) != 0 for e in self.outer_extents):
+            return None
+        return first
+
     def _run(self, node, xs, rs, ranges) -> None:
         with V.set_ops_handler(SimplifyIndexing(self, ranges)):
             node._body(xs, rs)
@@ -181,7 +245,11 @@ class KernelEmitter(IndexMath, FastMath, ValueOps):
             b.lines, b.scopes, b.indent = saved
 
     def finish(self):
-        """-> (MLIR source, argument kinds 't'/'i', wrapper call args, arg types)."""
+        """-> (MLIR source, argument kinds, wrapper call args, arg types).
+
+        Kinds: 't' tensor, 'i' size; then the launcher-only 'x' (outermost extent, absent
+        when the kernel must not be split) and 'w' (elements of work).
+        """
         arg_defs, call_args, _, arg_types = self.args.python_argdefs()
         params, kinds = [], []
         for arg, dtype in zip(arg_defs, arg_types):
@@ -191,6 +259,14 @@ class KernelEmitter(IndexMath, FastMath, ValueOps):
             else:
                 params.append(f"%{arg.name}: i64")
                 kinds.append("i")
+        params += ["%lo: i64", "%hi: i64"]
+        call_args = list(call_args)
+        extent = self.parallel_extent()
+        if extent is not None:
+            kinds.append("x")
+            call_args.append(extent)
+            kinds.append("w")
+            call_args.append(self.work)
         src = "\n".join(
             [f"func.func @_mlir_kernel({', '.join(params)}) {{"]
             + self.b.prologue
@@ -226,6 +302,7 @@ class KernelEmitter(IndexMath, FastMath, ValueOps):
         dtype = V.graph.get_dtype(name)
         value = self._convert(self._lift(value), compute_dtype(dtype))
         if mode == "atomic_add":
+            self.has_atomic_store = True
             self.b.forget(lambda k: k[0] == "mem" and k[1] == name)
             value = self.add(self.load(name, index), value)
         if name in V.graph.removed_buffers:

@@ -13,6 +13,7 @@ from torch._inductor.virtualized import V
 from . import jit
 from .fallback import MlirUnsupported, log, record_fallback, record_mlir_kernel
 from .kernel_emitter import KernelEmitter
+from .launcher import kernel_arg_count
 
 _LAUNCHER_IMPORT = "from torch_npu.compiler.inductor.mlir.launcher import MlirKernel"
 
@@ -21,8 +22,7 @@ class MlirScheduling(CppScheduling):
     def codegen_node(self, node):
         try:
             src, kinds, call_args, arg_types = self._emit(node)
-            nargs = sum(5 if k == "t" else 1 for k in kinds)
-            jit.compile_kernel(src, nargs)
+            jit.compile_kernel(src, kernel_arg_count(kinds))
         except (MlirUnsupported, jit.MlirCompileError) as exc:
             record_fallback(str(exc))
             return super().codegen_node(node)
@@ -35,17 +35,32 @@ class MlirScheduling(CppScheduling):
         for snode in node.get_nodes():
             snode.mark_run()
         name = self._define(src, kinds)
-        V.graph.wrapper_code.generate_kernel_call(name, [str(a) for a in call_args], triton=False, arg_types=arg_types)
+        call_args = [self._wrapper_expr(a) for a in call_args]
+        V.graph.wrapper_code.generate_kernel_call(name, call_args, triton=False, arg_types=arg_types)
         record_mlir_kernel()
+
+    @staticmethod
+    def _wrapper_expr(arg):
+        """A call argument as wrapper (Python) code: buffer names as-is, sizes printed."""
+        if isinstance(arg, str):
+            return arg
+        import sympy
+        from torch._inductor.codegen.wrapper import pexpr
+
+        arg = V.graph.sizevars.simplify(sympy.sympify(arg))
+        for sym in sorted(arg.free_symbols, key=str):
+            V.graph.wrapper_code.ensure_size_computed(sym)
+        return pexpr(arg)
 
     @staticmethod
     def _emit(node):
         if V.graph.cpp_wrapper:
             raise MlirUnsupported("cpp_wrapper mode")
         emitter = KernelEmitter()
-        groups = node.get_outer_nodes() if isinstance(node, OuterLoopFusedSchedulerNode) else [node]
-        for group in groups:
-            emitter.emit_nest(group.get_nodes())
+        if isinstance(node, OuterLoopFusedSchedulerNode):
+            emitter.emit_outer_fused(node.get_outer_nodes(), node.outer_loop_fusion_depth)
+        else:
+            emitter.emit_nest(node.get_nodes())
         return emitter.finish()
 
     @staticmethod
