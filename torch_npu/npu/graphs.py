@@ -134,16 +134,17 @@ class graph:
                 self._capturing = False
                 if exc_type is None:
                     self.npu_graph.capture_end()
-                elif _C._is_current_stream_capturing():
+                else:
                     # A host sync has already aborted the capture in the runtime; any
-                    # other exception leaves it open: close it and drop the partial
-                    # recording so no half-captured graph can be replayed, and let the
-                    # body's exception propagate.
+                    # other exception leaves it open. Either way: close it, drop what
+                    # was recorded so no half-captured graph can be replayed, and let
+                    # the body's exception propagate.
                     try:
                         self.npu_graph.capture_end()
-                        self.npu_graph.reset()
                     except Exception:
-                        pass
+                        pass  # the body's exception is the one to report
+                    finally:
+                        self.npu_graph.reset()
         finally:
             self.stream_ctx.__exit__(exc_type, exc_value, traceback)
 
