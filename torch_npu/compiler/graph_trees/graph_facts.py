@@ -1,0 +1,84 @@
+"""What the graph trees need to know about an ATen graph before capturing it.
+
+Which device it runs on, whether it can be captured at all (one npu device, no cpu
+tensors: cpu work would run once at capture time and never at replay), and which inputs
+it mutates in place (those must be written back when replay works on copies).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+
+DEVICE_TYPE = "npu"
+
+
+def _val(node: torch.fx.Node) -> Any:
+    return node.meta.get("val", node.meta.get("fake_result"))
+
+
+def graph_devices(gm: torch.fx.GraphModule) -> set[torch.device]:
+    """Devices of the tensors the graph computes or takes (meta tensors excluded)."""
+    devices: set[torch.device] = set()
+    for node in gm.graph.nodes:
+        val = _val(node)
+        vals = val if isinstance(val, (list, tuple)) else (val,)
+        for v in vals:
+            if isinstance(v, torch.Tensor) and v.device.type != "meta":
+                devices.add(v.device)
+    return devices
+
+
+def capture_blocker(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> str | None:
+    """Why this graph cannot be captured as one NPU graph, or None if it can."""
+    devices = graph_devices(gm) | {
+        x.device for x in example_inputs if isinstance(x, torch.Tensor) and x.device.type != "meta"
+    }
+    cpu = {d for d in devices if d.type == "cpu"}
+    if cpu:
+        return "the graph uses cpu tensors (cpu work is not recorded and would not re-run at replay)"
+    npu = {d for d in devices if d.type == DEVICE_TYPE}
+    others = devices - npu
+    if others:
+        return f"the graph uses non-npu devices {sorted(map(str, others))}"
+    if len({d.index for d in npu}) > 1:
+        return f"the graph spans several npu devices {sorted(map(str, npu))}"
+    if not npu:
+        return "the graph has no npu tensors"
+    return None
+
+
+def graph_device_index(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> int:
+    """Index of the one npu device the graph runs on (call after ``capture_blocker``)."""
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor) and x.device.type == DEVICE_TYPE:
+            return x.device.index or 0
+    for d in graph_devices(gm):
+        if d.type == DEVICE_TYPE:
+            return d.index or 0
+    return 0
+
+
+def mutated_input_indices(gm: torch.fx.GraphModule) -> set[int]:
+    """Indices of placeholders whose memory an op of the graph writes to."""
+    by_storage: dict[StorageWeakRef, set[int]] = defaultdict(set)
+    index = 0
+    mutated: set[int] = set()
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            val = _val(node)
+            if isinstance(val, torch.Tensor):
+                by_storage[StorageWeakRef(val.untyped_storage())].add(index)
+            index += 1
+        elif node.op == "call_function" and hasattr(node.target, "_schema"):
+            for i, arg in enumerate(node.target._schema.arguments):
+                if not (arg.alias_info and arg.alias_info.is_write):
+                    continue
+                value = node.args[i] if i < len(node.args) else node.kwargs.get(arg.name)
+                values = value if isinstance(value, (list, tuple)) else (value,)
+                for v in values:
+                    if isinstance(v, torch.fx.Node) and isinstance(_val(v), torch.Tensor):
+                        mutated |= by_storage.get(StorageWeakRef(_val(v).untyped_storage()), set())
+    return mutated

@@ -1,0 +1,63 @@
+"""Turning one AOT-compiled ATen graph into a ``GraphFunction`` of the right device tree.
+
+Kept apart from the trees so both the ``npugraphs`` backend and npugraph_ex capture
+decide the same way which inputs are static and whether a graph can be captured.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from .graph_facts import capture_blocker, graph_device_index, mutated_input_indices
+from .tree_manager import CompilationMode, GraphFunction, get_manager
+
+
+def aot_static_input_indices() -> set[int] | None:
+    """Indices of parameters/buffers among the inputs of the graph AOT is compiling now."""
+    context = torch._guards.TracingContext.try_get()
+    metadata = getattr(context, "fw_metadata", None) if context is not None else None
+    indices = getattr(metadata, "static_input_indices", None)
+    return set(indices) if indices is not None else None
+
+
+def aot_num_user_outputs() -> int | None:
+    """How many leading forward outputs are user-visible (the rest are saved for backward)."""
+    context = torch._guards.TracingContext.try_get()
+    metadata = getattr(context, "fw_metadata", None) if context is not None else None
+    if metadata is None:
+        return None
+    try:
+        return metadata.tensors_saved_for_backwards_slice.start
+    except Exception:
+        return None
+
+
+def npugraphify(
+    gm: torch.fx.GraphModule,
+    example_inputs: list[Any],
+    model: Callable[[list[Any]], Any],
+    *,
+    mode: CompilationMode,
+    static_input_idxs: set[int] = frozenset(),
+    num_user_outputs: int | None = None,
+    all_inputs_static: bool = False,
+) -> GraphFunction:
+    """Wrap ``model`` (the boxed runner of ``gm``) so it runs through NPU graphs.
+
+    ``static_input_idxs`` are inputs at fixed addresses (parameters, buffers) that are
+    borrowed rather than copied. Graphs that cannot be captured run ``model`` eagerly.
+    """
+    reason = capture_blocker(gm, example_inputs)
+    device_index = 0 if reason is not None else graph_device_index(gm, example_inputs)
+    return GraphFunction(
+        get_manager(device_index),
+        model,
+        mode=mode,
+        static_input_idxs=set(static_input_idxs),
+        mutated_input_idxs=mutated_input_indices(gm),
+        num_user_outputs=num_user_outputs,
+        name=getattr(gm, "_npugraphs_name", type(gm).__name__),
+        disabled_reason=reason,
+        all_inputs_static=all_inputs_static,
+    )
