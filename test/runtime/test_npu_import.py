@@ -54,8 +54,9 @@ def test_device_module_queries_do_not_initialize():
     out = _run(
         """
 import json, torch, torch_npu
-torch.npu.is_available(); torch.npu.device_count(); torch.npu.current_device()
-hasattr(torch.npu, "NPUGraph"); dir(torch.npu)
+# current_device() may initialize, as torch.cuda.current_device() does.
+torch.npu.is_available(); torch.npu.device_count(); torch.npu.get_amp_supported_dtype()
+torch.npu.amp.autocast(); hasattr(torch.npu, "NPUGraph"); dir(torch.npu)
 print(json.dumps({"initialized": torch.npu.is_initialized()}))
 """
     )

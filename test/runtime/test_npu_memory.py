@@ -91,7 +91,8 @@ def test_out_of_memory_raises_and_recovers(small_capacity):
     assert torch.npu.memory_stats(0)["num_ooms"] == ooms_before + 1
     # The process keeps working, and memory up to the capacity is still usable.
     x = torch.ones(small_capacity // 4, dtype=torch.uint8, device="npu:0")
-    assert x.sum().item() == small_capacity // 4
+    # (max, not sum: a uint8 sum accumulates in an int64 copy 8x the size)
+    assert x.max().item() == 1
     del x
     gc.collect()
 

@@ -102,6 +102,16 @@ class Event(torch.Event):
             _check_npu_stream(stream, "Event.wait")
         super().wait(stream)
 
+    def elapsed_time(self, end_event: torch.Event) -> float:
+        """Milliseconds between this event and ``end_event`` (both recorded, with timing)."""
+        if not isinstance(end_event, torch.Event):
+            raise TypeError(f"elapsed_time expects a torch.Event, but got {type(end_event).__name__}")
+        # torch.Event.elapsed_time accepts only an exact torch.Event as its argument, so a
+        # pair of torch.npu.Event objects is timed by the runtime directly.
+        if type(end_event) is not torch.Event and hasattr(_C, "_event_elapsed_time"):
+            return _C._event_elapsed_time(self, end_event)
+        return super().elapsed_time(end_event)
+
     def __repr__(self) -> str:
         return f"<torch.npu.Event device={self.device} event_id={self.event_id}>"
 
