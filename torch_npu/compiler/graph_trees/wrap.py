@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import torch
 
-from .graph_facts import capture_blocker, graph_device_index, mutated_input_indices
+from .graph_facts import capture_blocker, graph_device_index, graph_devices, mutated_input_indices
 from .tree_manager import CompilationMode, GraphFunction, get_manager
 
 
@@ -42,12 +42,15 @@ def npugraphify(
     static_input_idxs: set[int] = frozenset(),
     num_user_outputs: int | None = None,
     all_inputs_static: bool = False,
-) -> GraphFunction:
+) -> Callable[[list[Any]], Any]:
     """Wrap ``model`` (the boxed runner of ``gm``) so it runs through NPU graphs.
 
     ``static_input_idxs`` are inputs at fixed addresses (parameters, buffers) that are
     borrowed rather than copied. Graphs that cannot be captured run ``model`` eagerly.
     """
+    if not graph_devices(gm) and not any(isinstance(x, torch.Tensor) for x in example_inputs):
+        # No tensor work at all (say, only stream bookkeeping): nothing to capture.
+        return model
     reason = capture_blocker(gm, example_inputs)
     device_index = 0 if reason is not None else graph_device_index(gm, example_inputs)
     return GraphFunction(
