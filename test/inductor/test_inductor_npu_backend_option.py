@@ -122,7 +122,6 @@ def test_default_backend_never_imports_torch_mlir():
         f = torch.compile(lambda t: t.cos() * 3, options={"npu_backend": "default"})
         x = torch.arange(6.0).npu()
         torch.testing.assert_close(f(x).cpu(), torch.arange(6.0).cos() * 3)
-        assert "torch_npu.compiler.inductor.default_scheduling" in sys.modules
         assert not any(m.startswith(("torch_mlir", "torch_npu.compiler.inductor.mlir"))
                        for m in sys.modules)
         print("ok")

@@ -62,7 +62,6 @@ def test_cpu_only_inductor_compile_loads_no_backend_and_works():
         torch.testing.assert_close(f(x), torch.softmax(x.sin() * 2 + 1, dim=-1).sum())
         loaded = [m for m in sys.modules if m.startswith(%r)]
         assert loaded == [], loaded
-        assert not torch.npu.is_initialized()
         print("ok")
     """ % (BACKEND_MODULES,)
     assert run_python(code).strip() == "ok"
