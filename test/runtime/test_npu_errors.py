@@ -118,3 +118,19 @@ def test_missing_attribute_is_attribute_error():
     assert not hasattr(torch.npu, "no_such_function")
     with pytest.raises(AttributeError):
         torch.npu.no_such_function
+
+
+def test_record_stream_of_another_device(two_devices):
+    x = torch.ones(4, device="npu:1")
+    with pytest.raises(RuntimeError, match="record_stream"):
+        x.record_stream(torch.npu.Stream(device=0))
+
+
+def test_pinned_npu_tensor_is_an_error():
+    with pytest.raises(RuntimeError, match="pinned"):
+        torch.empty(2, device="npu", pin_memory=True)
+
+
+def test_sparse_layout_is_an_error():
+    with pytest.raises(RuntimeError):
+        torch.empty(2, 2, device="npu", layout=torch.sparse_coo)

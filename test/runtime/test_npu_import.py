@@ -83,6 +83,18 @@ def test_device_count_from_env():
     assert out["n"] == 3
 
 
+def test_bad_device_count_env_is_a_clear_error():
+    result = subprocess.run(
+        [sys.executable, "-c", "import torch_npu"],
+        env=dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", TORCH_NPU_DEVICE_COUNT="two"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "TORCH_NPU_DEVICE_COUNT must be an integer" in result.stderr
+
+
 def _has_autoload_entry_point() -> bool:
     return any(ep.value.startswith("torch_npu") for ep in metadata.entry_points(group="torch.backends"))
 
