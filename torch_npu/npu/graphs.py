@@ -249,14 +249,14 @@ def make_graphed_callables(
         outputs_grad = tuple(o for o in static_outputs if o.requires_grad)
         grad_inputs = None
         if outputs_grad:
-            with graph(bwd_graph, pool=mempool):
-                grad_inputs = torch.autograd.grad(
-                    outputs=outputs_grad,
-                    inputs=tuple(i for i in surface if i.requires_grad),
-                    grad_outputs=tuple(o for o in static_grad_outputs if o is not None),
-                    only_inputs=True,
-                    allow_unused=allow_unused_input,
-                )
+            grad_inputs = _capture_backward(
+                bwd_graph,
+                mempool,
+                outputs_grad,
+                tuple(i for i in surface if i.requires_grad),
+                tuple(o for o in static_grad_outputs if o is not None),
+                allow_unused_input,
+            )
         # One slot per surface input: None where the input does not require grad.
         static_grad_inputs = []
         grad_idx = 0
@@ -290,6 +290,67 @@ def make_graphed_callables(
         else:
             ret.append(graphed)
     return ret[0] if just_one_callable else tuple(ret)
+
+
+class _CaptureBackward(torch.autograd.Function):
+    """Identity whose backward captures the rest of the backward into ``npu_graph``.
+
+    A capture belongs to the thread that begins it, and autograd runs npu backward
+    nodes on its own device thread, so a capture begun around ``torch.autograd.grad``
+    would record none of the backward. This node is the first one the backward runs:
+    it begins the capture there and queues the end of the capture as a callback of the
+    backward pass, which autograd runs on the thread finishing the pass.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, npu_graph: NPUGraph, pool: int, state: dict, *outputs: Tensor) -> tuple[Tensor, ...]:
+        ctx.npu_graph, ctx.pool, ctx.state = npu_graph, pool, state
+        return tuple(o.view_as(o) for o in outputs)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Tensor) -> tuple[Any, ...]:
+        npu_graph, state = ctx.npu_graph, ctx.state
+
+        def end_capture() -> None:
+            if _C._is_current_stream_capturing():
+                npu_graph.capture_end()
+                state["ended"] = True
+
+        npu_graph.capture_begin(ctx.pool)
+        torch.autograd.Variable._execution_engine.queue_callback(end_capture)
+        return (None, None, None, *grads)
+
+
+def _capture_backward(
+    bwd_graph: NPUGraph,
+    pool: int,
+    outputs: tuple[Tensor, ...],
+    inputs: tuple[Tensor, ...],
+    grad_outputs: tuple[Tensor, ...],
+    allow_unused: bool,
+) -> tuple[Tensor | None, ...]:
+    """Capture the backward from ``outputs`` to ``inputs`` into ``bwd_graph``."""
+    state = {"ended": False}
+    torch.npu.synchronize()
+    marked = _CaptureBackward.apply(bwd_graph, pool, state, *outputs)
+    try:
+        grads = torch.autograd.grad(
+            outputs=marked,
+            inputs=inputs,
+            grad_outputs=grad_outputs,
+            only_inputs=True,
+            allow_unused=allow_unused,
+        )
+    except BaseException:
+        # An aborted capture was ended by the runtime; drop whatever was recorded.
+        bwd_graph.reset()
+        raise
+    if not state["ended"]:
+        bwd_graph.reset()
+        raise RuntimeError(
+            "make_graphed_callables: the backward capture did not end on the thread that began it"
+        )
+    return grads
 
 
 def _make_graphed_autograd_function(
