@@ -332,3 +332,51 @@ class NpuRandomTest(unittest.TestCase):
         torch.manual_seed(99)
         torch.testing.assert_close(a, torch.rand(8, device="npu"))
         self.assertEqual(torch.npu.initial_seed(), 99)
+
+
+class NpuGeneratorStateTest(unittest.TestCase):
+    """Per-device default generators: state save/restore for all devices, seeding every
+    device, and the graph-safe state the compile layer's RNG handling needs."""
+
+    def test_default_generators_one_per_device(self) -> None:
+        gens = torch.npu.default_generators
+        self.assertEqual(len(gens), torch.npu.device_count())
+        for index, gen in enumerate(gens):
+            self.assertEqual(gen.device, torch.device("npu", index))
+        self.assertEqual(torch.npu._get_generator(torch.device("npu", 0)).device, gens[0].device)
+
+    def test_get_set_rng_state_all(self) -> None:
+        states = torch.npu.get_rng_state_all()
+        first = [torch.rand(4, device=f"npu:{i}") for i in range(torch.npu.device_count())]
+        torch.npu.set_rng_state_all(states)
+        again = [torch.rand(4, device=f"npu:{i}") for i in range(torch.npu.device_count())]
+        for a, b in zip(first, again):
+            torch.testing.assert_close(a, b)
+
+    def test_manual_seed_all_and_seed_all(self) -> None:
+        torch.npu.manual_seed_all(11)
+        self.assertTrue(all(g.initial_seed() == 11 for g in torch.npu.default_generators))
+        torch.npu.seed_all()
+        seeds = {g.initial_seed() for g in torch.npu.default_generators}
+        self.assertEqual(len(seeds), 1)
+        torch.npu.seed()
+        self.assertIsInstance(torch.npu.initial_seed(), int)
+
+    def test_devices_have_independent_generators(self) -> None:
+        if torch.npu.device_count() < 2:
+            self.skipTest("needs two npu devices")
+        torch.npu.manual_seed_all(5)
+        a0 = torch.rand(8, device="npu:0")
+        a1 = torch.rand(8, device="npu:1")
+        torch.testing.assert_close(a0.cpu(), a1.cpu())  # same seed, separate streams of numbers
+        torch.npu.manual_seed_all(5)
+        torch.rand(100, device="npu:1")
+        torch.testing.assert_close(torch.rand(8, device="npu:0"), a0)
+
+    def test_graphsafe_state(self) -> None:
+        gen = torch.npu._get_generator(torch.device("npu", 0))
+        saved = gen.clone_state()
+        first = torch.rand(8, device="npu:0")
+        gen.graphsafe_set_state(saved)
+        torch.testing.assert_close(torch.rand(8, device="npu:0"), first)
+        self.assertIsInstance(gen.graphsafe_get_state(), torch.Generator)
