@@ -1,8 +1,9 @@
-"""Device-index parsing for the ``npu`` device module.
+"""How the ``npu`` device module turns a device argument into a validated index, and
+what the current device and the device count are.
 
 The file is named ``_utils`` because ``torch.serialization`` looks up
 ``torch.npu._utils._get_device_index`` to validate ``map_location`` for a PrivateUse1
-device; it holds that one function and nothing else.
+device; everything in it is about device indices.
 """
 from __future__ import annotations
 

@@ -27,6 +27,7 @@ __all__ = [
     "synchronize",
 ]
 
+
 def device_count() -> int:
     """Number of npu devices. Never initializes the device."""
     return _DEVICE_COUNT
