@@ -276,8 +276,13 @@ class KernelEmitter(IndexMath, FastMath, ValueOps):
         return src, "".join(kinds), call_args, arg_types
 
     # memory
+    @staticmethod
+    def _storage_name(name):
+        """The buffer whose memory `name` denotes (a mutation's output names its target)."""
+        return V.graph.scheduler.mutation_real_name.get(name, name)
+
     def load(self, name, index):
-        key = ("mem", name, index)
+        key = ("mem", self._storage_name(name), index)
         hit = self.b.lookup(key)
         if hit is not None:
             return hit
@@ -301,16 +306,18 @@ class KernelEmitter(IndexMath, FastMath, ValueOps):
             raise MlirUnsupported(f"store mode {mode}")
         dtype = V.graph.get_dtype(name)
         value = self._convert(self._lift(value), compute_dtype(dtype))
+        storage = self._storage_name(name)
         if mode == "atomic_add":
             self.has_atomic_store = True
-            self.b.forget(lambda k: k[0] == "mem" and k[1] == name)
+            self.b.forget(lambda k: k[0] == "mem" and k[1] == storage)
             value = self.add(self.load(name, index), value)
         if name in V.graph.removed_buffers:
-            self.b.remember(("mem", name, index), value)
+            self.b.remember(("mem", storage, index), value)
             return None
         self._store_raw(name, index, value, dtype)
-        self.b.forget(lambda k: k[0] == "mem" and k[1] == name)
-        self.b.remember(("mem", name, index), value)
+        # a store may alias any cached load of the same memory at another index
+        self.b.forget(lambda k: k[0] == "mem" and k[1] == storage)
+        self.b.remember(("mem", storage, index), value)
         return None
 
     def _store_raw(self, name, index, value, dtype):
