@@ -14,8 +14,19 @@ import importlib
 # Module names under torch_npu._patches, in application order.
 PATCHES: tuple[str, ...] = ("inductor_npu_backend_option",)
 
-# Registrations made through PyTorch's extension points (not patches), by description.
-REGISTRATIONS: tuple[str, ...] = ()
+# Registrations made through PyTorch's extension points (not patches), by description:
+# "<extension point>: <what is registered>".
+REGISTRATIONS: tuple[str, ...] = (
+    "torch._dynamo.device_interface.register_interface_for_device: npu, npu:<index>",
+    "torch.compiler.allow_in_graph: torch.npu.stream",
+    "torch.compiler.substitute_in_graph(can_constant_fold_through=True): torch.npu."
+    "get_device_properties, get_device_name, get_device_capability, device_count",
+    "torch._dynamo.utils.common_constant_types: torch.npu.NpuDeviceProperties",
+    "torch._functorch._aot_autograd.utils.register_graphsafe_rng_device_type: npu",
+    "torch._dynamo.register_backend: npu, npugraph_ex, npugraphs",
+    "torch._inductor.codegen.common.register_backend_for_device: npu",
+    "torch._inductor.codegen.common.register_device_op_overrides: npu",
+)
 
 _applied: list[str] = []
 
