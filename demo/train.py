@@ -99,6 +99,11 @@ def main() -> None:
     print(f"device {device} ({props.name}, {props.total_memory / 2**30:.0f} GiB), "
           f"{sum(p.numel() for p in initial.parameters())} parameters, {args.steps} steps of {args.batch}")
 
+    # Untimed warm-up on both devices (thread pools, allocator caches, lazy init) so the
+    # timed runs compare steady-state speed.
+    for warm_device in (device, torch.device("cpu")):
+        train(copy.deepcopy(initial), warm_device, data, batch_order[:20])
+
     npu_run = train(copy.deepcopy(initial), device, data, batch_order)
     cpu_run = train(copy.deepcopy(initial), torch.device("cpu"), data, batch_order)
 
