@@ -270,6 +270,16 @@ def test_options_are_rejected_at_first_call():
         compiled(torch.ones(2, device="npu"))
 
 
+def test_modes_reduce_overhead_accepted_others_rejected():
+    compiled = torch.compile(lambda x: x * 2, backend="npugraphs", mode="reduce-overhead")
+    for _ in range(3):
+        x = torch.randn(3)
+        assert_close_to_cpu(compiled(x.npu()), x * 2)
+    compiled = torch.compile(lambda x: x * 3, backend="npugraphs", mode="max-autotune")
+    with pytest.raises(Exception, match="does not support mode"):
+        compiled(torch.ones(2, device="npu"))
+
+
 def test_reset_clears_the_trees_and_compiled_code_records_again():
     cpu_model, npu_model = _pair()
     compiled = torch.compile(npu_model, backend="npugraphs")
