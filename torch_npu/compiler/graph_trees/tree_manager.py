@@ -44,11 +44,15 @@ class CompilationMode(enum.Enum):
     INFERENCE = "inference"
 
 
-def _signature(args: list[Any]) -> tuple:
+def _signature(args: list[Any], skip: set[int]) -> tuple:
+    # Static inputs (parameters, buffers) are left out: Dynamo guards their metadata, and
+    # their addresses are checked by RecordedGraph.matches; this runs on every call.
     key = []
-    for a in args:
+    for i, a in enumerate(args):
+        if i in skip:
+            continue
         if isinstance(a, torch.Tensor):
-            key.append((tuple(a.shape), a.stride(), a.dtype, a.device))
+            key.append((a.shape, a.stride(), a.dtype, a.device))
         elif isinstance(a, (int, float, bool, str)) or a is None:
             key.append(a)
         else:
@@ -171,7 +175,7 @@ class GraphFunction:
             return self._eager(args)
         manager = self.manager
         with manager.lock:
-            key = _signature(args)
+            key = _signature(args, self.static_input_idxs)
             graphs = self._graphs.get(key)
             if graphs is None:
                 # Warm-up: one eager run per signature, so one-time work (lazy
