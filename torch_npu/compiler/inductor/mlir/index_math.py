@@ -12,9 +12,11 @@ from torch.utils._sympy.functions import (
     CleanDiv,
     FloorDiv,
     Identity,
+    Max,
+    Min,
     ModularIndexing,
-    PythonMod,
     Mod,
+    PythonMod,
 )
 
 from .fallback import MlirUnsupported
@@ -78,8 +80,8 @@ class IndexMath:
             for _ in range(int(expr.exp) - 1):
                 acc = self._binop("muli", acc, base)
             return acc
-        if isinstance(expr, (sympy.Min, sympy.Max)):
-            op = "minsi" if isinstance(expr, sympy.Min) else "maxsi"
+        if isinstance(expr, (sympy.Min, sympy.Max, Min, Max)):
+            op = "minsi" if isinstance(expr, (sympy.Min, Min)) else "maxsi"
             vals = [self.index(a) for a in expr.args]
             acc = vals[0]
             for v in vals[1:]:
