@@ -1,0 +1,91 @@
+"""The patch policy: after a full session (import, a compile with every backend, export),
+the applied patches are exactly the inventory, every listed registration is in place, and
+no function or class on any torch module was replaced or added, compared with the same
+session on cpu without torch_npu."""
+from __future__ import annotations
+
+import json
+
+SNAPSHOT = """
+import inspect, json, sys, types
+import torch, torch._dynamo, torch._inductor.config, torch._inductor.compile_fx, torch.export, torch.onnx
+
+def snapshot():
+    found = {}
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("torch") or name.startswith(("torch_npu", "torch.npu")):
+            continue
+        if not isinstance(module, types.ModuleType):
+            continue
+        found[name] = {k: v for k, v in list(vars(module).items())
+                       if inspect.isfunction(v) or inspect.isclass(v) or inspect.isbuiltin(v)}
+    return found
+
+def differences(before, after):
+    out = []
+    for name, attrs in before.items():
+        now = after.get(name, {})
+        out += [f"changed {name}.{k}" for k, v in attrs.items() if k in now and now[k] is not v]
+        out += [f"added {name}.{k}" for k in now.keys() - attrs.keys() if not k.startswith("__compiled_fn_")]
+    return sorted(out)
+
+def session(device, backends):
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).to(device)
+    x = torch.randn(2, 4, device=device)
+    for backend in backends:
+        torch._dynamo.reset()
+        torch.compile(model, backend=backend)(x).sum().backward()
+    torch.export.export(model, (x,))
+    torch.export.export(model, (x,), strict=True)
+
+before = snapshot()
+"""
+
+CPU_SESSION = SNAPSHOT + """
+session("cpu", ["eager", "aot_eager", "inductor"])
+print(json.dumps(differences(before, snapshot())))
+"""
+
+NPU_SESSION = SNAPSHOT + """
+import torch_npu
+session("npu", ["eager", "aot_eager", "npu", "npugraph_ex", "npugraphs", "inductor"])
+diff = differences(before, snapshot())
+
+from torch._dynamo import trace_rules
+from torch._dynamo.backends.registry import _COMPILER_FNS
+from torch._dynamo.device_interface import get_interface_for_device
+from torch._dynamo.utils import common_constant_types
+from torch._functorch._aot_autograd.utils import supports_graphsafe_rng
+from torch._inductor.codegen import common
+from torch_npu import _patches
+from torch_npu.compiler.backends import registry
+from torch_npu.compiler.device_interface import NpuInterface
+
+folded = ("get_device_properties", "get_device_name", "get_device_capability", "device_count")
+checks = {
+    _patches.REGISTRATIONS[0]: get_interface_for_device("npu") is NpuInterface
+        and get_interface_for_device("npu:0") is NpuInterface,
+    _patches.REGISTRATIONS[1]: trace_rules.is_callable_allowed(torch.npu.stream),
+    _patches.REGISTRATIONS[2]: all(id(getattr(torch.npu, n)) in trace_rules._polyfilled_function_ids for n in folded),
+    _patches.REGISTRATIONS[3]: torch.npu.NpuDeviceProperties in common_constant_types,
+    _patches.REGISTRATIONS[4]: supports_graphsafe_rng(torch.device("npu")),
+    _patches.REGISTRATIONS[5]: all(_COMPILER_FNS[n] is registry.ENTRIES[n] for n in registry.ENTRIES),
+    _patches.REGISTRATIONS[6]: common.get_scheduling_for_device("npu") is not None,
+    _patches.REGISTRATIONS[7]: "npu" in common.device_op_overrides_dict,
+}
+print(json.dumps(diff))
+print(json.dumps({"applied": list(_patches.applied()), "inventory": list(_patches.PATCHES),
+                  "registrations": len(_patches.REGISTRATIONS), "checked": len(checks),
+                  "failing": [k for k, ok in checks.items() if not ok]}))
+"""
+
+
+def test_applied_patches_equal_inventory_and_nothing_else_changes_on_torch(python):
+    env = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    cpu_diff = json.loads(python(CPU_SESSION, env=env).strip().splitlines()[-1])
+    npu_lines = python(NPU_SESSION, env=env).strip().splitlines()
+    npu_diff, inventory = json.loads(npu_lines[-2]), json.loads(npu_lines[-1])
+    assert npu_diff == cpu_diff  # torch's own lazy changes only, the same without torch_npu
+    assert inventory["applied"] == inventory["inventory"] == ["inductor_npu_backend_option"]
+    assert inventory["checked"] == inventory["registrations"]
+    assert inventory["failing"] == []
