@@ -58,3 +58,26 @@ def test_graphed_module_in_other_mode_runs_eagerly():
         out = graphed(x.npu())
     ref = _model()(x)  # same seed: the parameters the graphed module started from
     assert_close_to_cpu(out, ref.detach())
+
+
+def test_two_graphed_callables_share_a_pool():
+    torch.manual_seed(1)
+    cpu_a = torch.nn.Linear(6, 6)
+    cpu_b = torch.nn.Sequential(torch.nn.Tanh(), torch.nn.Linear(6, 2))
+    npu_a, npu_b = copy.deepcopy(cpu_a).npu(), copy.deepcopy(cpu_b).npu()
+    xa = torch.randn(3, 6, device="npu", requires_grad=True)
+    xb = torch.randn(3, 6, device="npu", requires_grad=True)
+    ga, gb = torch.npu.make_graphed_callables((npu_a, npu_b), ((xa,), (xb,)))
+    for _ in range(3):
+        x = torch.randn(3, 6)
+        for a, b in ((cpu_a, cpu_b), (npu_a, npu_b)):
+            a.zero_grad(set_to_none=True)
+            b.zero_grad(set_to_none=True)
+        out_npu = gb(ga(x.npu().requires_grad_()))
+        out_cpu = cpu_b(cpu_a(x.requires_grad_()))
+        assert_close_to_cpu(out_npu.detach(), out_cpu.detach(), rtol=1e-5, atol=1e-5)
+        out_npu.square().sum().backward()
+        out_cpu.square().sum().backward()
+        for m_cpu, m_npu in ((cpu_a, npu_a), (cpu_b, npu_b)):
+            for p_cpu, p_npu in zip(m_cpu.parameters(), m_npu.parameters()):
+                assert_close_to_cpu(p_npu.grad, p_cpu.grad, rtol=1e-5, atol=1e-5)

@@ -264,6 +264,24 @@ def test_graph_whose_capture_fails_runs_eagerly_with_a_warning():
     assert _stats()["records"] == 0
 
 
+def test_compiled_call_inside_a_user_capture_is_recorded_by_it():
+    def fn(x):
+        return x.cos() + 1
+
+    compiled = torch.compile(fn, backend="npugraphs")
+    static_x = torch.randn(5, device="npu")
+    for _ in range(3):
+        compiled(static_x)  # warm-up, record, replay
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g):
+        out = compiled(static_x)
+    for _ in range(2):
+        new = torch.randn(5)
+        static_x.copy_(new.npu())
+        g.replay()
+        assert_close_to_cpu(out, fn(new))
+
+
 def test_options_are_rejected_at_first_call():
     compiled = torch.compile(lambda x: x + 1, backend="npugraphs", options={"foo": 1})
     with pytest.raises(Exception, match="takes no options"):

@@ -173,6 +173,10 @@ class GraphFunction:
         if self.disabled_reason is not None:
             self._warn(self.disabled_reason)
             return self._eager(args)
+        if torch.npu.is_current_stream_capturing():
+            # Called inside someone else's capture: run the ops so that capture records
+            # them (a nested capture or a replay is not allowed there).
+            return self._eager(args)
         manager = self.manager
         with manager.lock:
             key = _signature(args, self.static_input_idxs)
