@@ -190,7 +190,10 @@ def test_capture_on_each_device(two_devices):
         with torch.npu.device(dev):
             x_cpu = torch.randn(10)
             x = x_cpu.to(dev)
-            g, out = _capture(lambda t: (t * t).exp(), x)
+            g = torch.npu.NPUGraph()
+            with torch.npu.graph(g):
+                assert torch.npu.current_stream().device == dev
+                out = (x * x).exp()
             g.replay()
             assert out.device == dev
             assert_close_to_cpu(out, (x_cpu * x_cpu).exp())

@@ -88,16 +88,18 @@ class graph:
     """Context manager that captures the npu work of its body into ``npu_graph``.
 
     Arguments mirror ``torch.cuda.graph``: ``pool`` shares a memory pool with other
-    captures; ``stream`` is the stream to capture on (default: one side stream shared by
-    all ``graph`` contexts, since capturing on the default stream would also capture
-    unrelated work queued there); ``capture_error_mode`` is accepted for compatibility.
+    captures; ``stream`` is the stream to capture on (default: a side stream of the
+    current device shared by all ``graph`` contexts, so the capture does not sit on the
+    default stream); ``capture_error_mode`` is accepted for compatibility.
 
     If the body raises (for instance a host sync such as ``.item()``), the capture is
     ended by the runtime before the exception leaves the ``with`` block and nothing is
     left half-open; the stream is usable afterwards.
     """
 
-    default_capture_stream: torch.Stream | None = None
+    # One side stream per device, created on first use (creating it at import would
+    # initialize the device); a capture on device 1 should not switch to device 0.
+    default_capture_streams: dict[int, torch.Stream] = {}
 
     def __init__(
         self,
@@ -106,11 +108,14 @@ class graph:
         stream: torch.Stream | None = None,
         capture_error_mode: str = "global",
     ):
-        # Created lazily: building it at import would initialize the device.
-        if stream is None and self.__class__.default_capture_stream is None:
-            self.__class__.default_capture_stream = torch.npu.Stream()
+        if stream is None:
+            index = torch.npu.current_device()
+            streams = self.__class__.default_capture_streams
+            if index not in streams:
+                streams[index] = torch.npu.Stream(device=index)
+            stream = streams[index]
         self.pool = pool
-        self.capture_stream = stream if stream is not None else self.__class__.default_capture_stream
+        self.capture_stream = stream
         self.stream_ctx = torch.npu.stream(self.capture_stream)
         self.npu_graph = npu_graph
         self.capture_error_mode = capture_error_mode
