@@ -13,7 +13,6 @@ import torch
 import torch_npu  # noqa: F401  (registers the npu device)
 
 from inductor_models import (
-    CPU,
     MLP,
     NPU,
     SmallCNN,
@@ -92,13 +91,15 @@ def test_dynamic_shapes_match_cpu():
 
 def test_max_autotune_no_cudagraphs_matches_cpu():
     torch.manual_seed(0)
-    cpu_model = SmallCNN().eval()
+    cpu_model = TransformerBlock()
     npu_model = copy.deepcopy(cpu_model).to(NPU)
     # torch.compile takes mode or options, not both: npu_backend comes from the config.
     compiled = torch.compile(npu_model, mode="max-autotune-no-cudagraphs")
-    x = torch.randn(4, 3, 16, 16)
-    with torch.no_grad():
-        assert_close_to_cpu(compiled(x.to(NPU)), cpu_model(x))
+    x = torch.randn(2, 8, 32)
+    out_cpu, grads_cpu = forward_backward(cpu_model, x)
+    out_npu, grads_npu = forward_backward(compiled, x.to(NPU))
+    assert_close_to_cpu(out_npu, out_cpu)
+    assert_close_to_cpu(grads_npu, grads_cpu)
 
 
 def test_graph_mixing_npu_and_cpu_tensors():
