@@ -93,8 +93,13 @@ class graph:
     default stream); ``capture_error_mode`` is accepted for compatibility.
 
     If the body raises (for instance a host sync such as ``.item()``), the capture is
-    ended by the runtime before the exception leaves the ``with`` block and nothing is
-    left half-open; the stream is usable afterwards.
+    closed and its partial recording dropped before the exception leaves the ``with``
+    block; the stream is usable afterwards.
+
+    The runtime records the npu work queued by the capturing thread, on any stream (so
+    work forked to a side stream and joined back with events is captured in order).
+    Autograd runs npu backward nodes on its own thread, so ``torch.autograd.grad`` inside
+    this block is not captured; :func:`make_graphed_callables` captures backwards.
     """
 
     # One side stream per device, created on first use (creating it at import would
