@@ -63,6 +63,31 @@ print(json.dumps({"initialized": torch.npu.is_initialized()}))
     assert out["initialized"] is False
 
 
+def test_graph_names_load_on_first_use():
+    out = _run(
+        """
+import sys, json, torch, torch_npu
+before = "torch_npu.npu.graphs" in sys.modules
+graph_cls = torch.npu.NPUGraph
+after = "torch_npu.npu.graphs" in sys.modules
+torch.npu.mark_step_begin()
+"""
+        + HEAVY_CHECK
+        + """
+names = all(hasattr(torch.npu, n) for n in ("graph", "graph_pool_handle", "is_current_stream_capturing", "make_graphed_callables"))
+print(json.dumps({"before": before, "after": after, "names": names, "heavy": heavy, "init": torch.npu.is_initialized()}))
+"""
+    )
+    assert out == {"before": False, "after": True, "names": True, "heavy": [], "init": False}
+
+
+def test_public_names_resolve():
+    import torch
+
+    missing = [name for name in torch.npu.__all__ if not hasattr(torch.npu, name)]
+    assert missing == []
+
+
 def test_first_tensor_initializes():
     out = _run(
         """
