@@ -17,7 +17,7 @@ def test_real_modules_one_identity_nothing_imported_until_asked(python):
     out = python(
         """
         import importlib, os, pickle, sys
-        import torch_npu, torch_npu._npugraph_ex_finder as _f; _f.install()
+        import torch_npu
         print("lazy", "npugraph_ex" in sys.modules, "torch_npu.dynamo" in sys.modules)
 
         import npugraph_ex
@@ -63,7 +63,7 @@ def test_independently_installed_distribution_wins(python, tmp_path):
     (package / "__init__.py").write_text("ORIGIN = 'independent'\n")
     out = python(
         """
-        import torch_npu, torch_npu._npugraph_ex_finder as _f; _f.install(); import npugraph_ex
+        import torch_npu, npugraph_ex
         import torch_npu.dynamo.npugraph_ex as alias
         import torch_npu.dynamo
         print(npugraph_ex.ORIGIN, alias is npugraph_ex, torch_npu.dynamo.npugraph_ex is npugraph_ex)
@@ -110,7 +110,7 @@ def test_standalone_package_copied_over_the_bundled_one(python, tmp_path):
     (target / "npu_fx_compiler.py").write_text(textwrap.dedent(STANDALONE_COMPILER))
     out = python(
         """
-        import torch_npu, torch_npu._npugraph_ex_finder as _f; _f.install()
+        import torch_npu
         import npugraph_ex
         assert hasattr(npugraph_ex, "npu_fx_compiler")
         assert hasattr(npugraph_ex.npu_fx_compiler, "_optimize_fx")
