@@ -172,3 +172,41 @@ def test_npugraph_ex_backend_uses_replaced_optimize_fx_and_options():
             torch.compile(lambda t: t + 1, backend="npugraph_ex", options={"no_such_option": 1})(x.npu())
     finally:
         npugraph_ex.npu_fx_compiler._optimize_fx = original
+
+
+def test_npu_backend_delegates_to_torchair_when_importable(python, tmp_path):
+    package = tmp_path / "torchair"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "CALLS = []\n"
+        "def get_npu_backend(compiler_config=None):\n"
+        "    def backend(gm, example_inputs):\n"
+        "        CALLS.append(len(example_inputs))\n"
+        "        return gm.forward\n"
+        "    return backend\n"
+    )
+    out = python(
+        """
+        import torch, torch_npu, torchair
+        x = torch.randn(4)
+        out = torch.compile(lambda t: t * 3, backend="npu")(x.npu())
+        print(torch.allclose(out.cpu(), x * 3), torchair.CALLS)
+        """,
+        env={"PYTHONPATH": str(tmp_path)},
+    )
+    assert out.strip() == "True [1]"
+
+
+def test_autoload_with_import_torch(python):
+    if not any(ep.name == "torch_npu" for ep in entry_points(group="torch.backends")):
+        pytest.skip("torch_npu is not pip-installed, so torch has no autoload entry point for it")
+    out = python(
+        """
+        import sys, torch
+        print("torch_npu" in sys.modules, "torch._dynamo" in sys.modules)
+        x = torch.randn(4)
+        print(torch.allclose(torch.compile(lambda t: t + 1, backend="npu")(x.npu()).cpu(), x + 1))
+        """,
+        env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "1"},
+    )
+    assert out.split() == ["True", "False", "True"]
