@@ -83,6 +83,21 @@ def test_registered_before_inductors_first_compile():
     assert run_python(code).strip() == "ok"
 
 
+def test_npu_compiles_after_inductor_was_used_before_import_torch_npu():
+    # Inductor's own device-module lookup is cached at its first compile; a cpu compile
+    # before ``import torch_npu`` must not leave npu without codegen.
+    code = """
+        import torch
+        x = torch.randn(8)
+        torch.compile(lambda t: t.sin() + 1)(x)
+        import torch_npu
+        g = torch.compile(lambda t: torch.softmax(t.cos() * 2, dim=-1))
+        torch.testing.assert_close(g(x.npu()).cpu(), torch.softmax(x.cos() * 2, dim=-1))
+        print("ok")
+    """
+    assert run_python(code).strip() == "ok"
+
+
 def test_device_module_answers_the_four_codegen_names():
     from torch_npu.compiler.inductor.scheduling import NpuScheduling
     from torch_npu.compiler.inductor.wrapper_codegen import (
