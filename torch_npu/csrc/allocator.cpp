@@ -76,9 +76,38 @@ void release_free_blocks(DeviceState& dev, int64_t pool) {
   dev.free_blocks.erase(it);
 }
 
-void free_block(void* ctx) {
-  Block* b = static_cast<Block*>(ctx);
+// Live blocks by address: a DataPtr's context is its address, as raw allocations need.
+std::unordered_map<void*, Block*> g_live;
+
+void free_block_locked(Block* b);
+
+void free_block(void* ptr) {
   std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_live.find(ptr);
+  TORCH_INTERNAL_ASSERT(it != g_live.end(), "freeing npu memory that is not live");
+  Block* b = it->second;
+  g_live.erase(it);
+  free_block_locked(b);
+}
+
+// Frees memory from either the device or the host CPU allocator, for raw deallocations
+// made through the CPU allocator while it may be redirected.
+c10::DeleterFnPtr g_base_cpu_raw_deleter = nullptr;
+void free_device_or_host(void* ptr) {
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto it = g_live.find(ptr);
+    if (it != g_live.end()) {
+      Block* b = it->second;
+      g_live.erase(it);
+      free_block_locked(b);
+      return;
+    }
+  }
+  g_base_cpu_raw_deleter(ptr);
+}
+
+void free_block_locked(Block* b) {
   DeviceState& dev = devices()[b->device];
   dev.stats.allocated_bytes -= static_cast<int64_t>(b->size);
   dev.stats.free_count += 1;
@@ -125,6 +154,7 @@ Block* take_block(c10::DeviceIndex device, size_t nbytes) {
     dev.stats.peak_allocated_bytes = std::max(dev.stats.peak_allocated_bytes, dev.stats.allocated_bytes);
     dev.stats.alloc_count += 1;
     if (pool != 0) g_pools[pool].live_blocks += 1;
+    g_live.emplace(b->ptr, b);
     return b;
   }
   if (dev.stats.reserved_bytes + static_cast<int64_t>(size) > dev.stats.capacity_bytes) {
@@ -155,6 +185,7 @@ Block* take_block(c10::DeviceIndex device, size_t nbytes) {
   dev.stats.peak_allocated_bytes = std::max(dev.stats.peak_allocated_bytes, dev.stats.allocated_bytes);
   dev.stats.alloc_count += 1;
   if (pool != 0) g_pools[pool].live_blocks += 1;
+  g_live.emplace(b->ptr, b);
   return b;
 }
 
@@ -164,7 +195,7 @@ class NpuAllocator final : public c10::Allocator {
     c10::DeviceIndex device = current_device();
     return allocate_device_memory(nbytes, device, c10::Device(kNpu, device));
   }
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
   void copy_data(void* dest, const void* src, std::size_t count) const final {
     std::memcpy(dest, src, count);
   }
@@ -177,16 +208,16 @@ thread_local c10::DeviceIndex tls_redirect_device = -1;
 
 class RedirectingCpuAllocator final : public c10::Allocator {
  public:
-  explicit RedirectingCpuAllocator(c10::Allocator* base) : base_(base) {}
+  explicit RedirectingCpuAllocator(c10::Allocator* base) : base_(base) {
+    g_base_cpu_raw_deleter = base->raw_deleter();
+  }
   c10::DataPtr allocate(size_t nbytes) override {
     if (tls_redirect_device >= 0) {
       return allocate_device_memory(nbytes, tls_redirect_device, c10::Device(c10::kCPU));
     }
     return base_->allocate(nbytes);
   }
-  c10::DeleterFnPtr raw_deleter() const override {
-    return tls_redirect_device >= 0 ? nullptr : base_->raw_deleter();
-  }
+  c10::DeleterFnPtr raw_deleter() const override { return &free_device_or_host; }
   void copy_data(void* dest, const void* src, std::size_t count) const final {
     std::memcpy(dest, src, count);
   }
@@ -236,7 +267,7 @@ c10::DataPtr allocate_device_memory(size_t nbytes, c10::DeviceIndex device, c10:
   check_device_index(device, "memory allocation");
   if (nbytes == 0) return {nullptr, nullptr, &free_block, reported_device};
   Block* b = take_block(device, nbytes);
-  return {b->ptr, b, &free_block, reported_device};
+  return {b->ptr, b->ptr, &free_block, reported_device};
 }
 
 bool is_device_memory_deleter(c10::DeleterFnPtr deleter) { return deleter == &free_block; }
@@ -323,6 +354,12 @@ CpuAllocationRedirect::CpuAllocationRedirect(c10::DeviceIndex device) : previous
   tls_redirect_device = device;
 }
 CpuAllocationRedirect::~CpuAllocationRedirect() { tls_redirect_device = previous; }
+
+void install_allocators() {
+  // The npu allocator serves storages created directly (torch.UntypedStorage(n, device="npu")).
+  c10::SetAllocator(kNpu, &g_npu_allocator);
+  install_cpu_allocation_redirect();
+}
 
 void install_cpu_allocation_redirect() {
   static RedirectingCpuAllocator* redirect = [] {

@@ -137,6 +137,11 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
 }  // namespace
 
+double event_elapsed_ms(void* start, void* end) {
+  static NpuGuardImpl impl;
+  return impl.elapsedTime(start, end, -1);
+}
+
 c10::Stream current_stream(c10::DeviceIndex device) { return make_stream(device, tls_current_stream[device]); }
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, NpuGuardImpl);

@@ -56,7 +56,7 @@ void launch_host_kernel(py::function fn, py::args args) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "Simulated NPU runtime registered as the PrivateUse1 backend";
   register_hooks();
-  install_cpu_allocation_redirect();
+  install_allocators();
 
   m.def("_init", &lazy_init);
   m.def("_is_initialized", &is_initialized);
@@ -91,6 +91,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_current_stream_capturing", []() { return active_capture() != nullptr; });
   m.def("_launch_host_kernel", &launch_host_kernel);
   m.def("_graph_pool_handle", &graph_pool_handle);
+  m.def("_event_elapsed_time", [](py::object start, py::object end) {
+    auto a = start.attr("event_id").cast<uintptr_t>();
+    auto b = end.attr("event_id").cast<uintptr_t>();
+    TORCH_CHECK(a != 0 && b != 0, "elapsed_time needs both events to have been recorded first");
+    return event_elapsed_ms(reinterpret_cast<void*>(a), reinterpret_cast<void*>(b));
+  });
 
   py::class_<NpuGraph>(m, "_Graph")
       .def(py::init<>())

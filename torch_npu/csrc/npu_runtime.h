@@ -78,9 +78,12 @@ struct CpuAllocationRedirect {
   c10::DeviceIndex previous;
 };
 void install_cpu_allocation_redirect();
+void install_allocators();
 
 // ---- streams and events --------------------------------------------------
 c10::Stream current_stream(c10::DeviceIndex device);
+// Milliseconds between two recorded timing events (their event_id handles).
+double event_elapsed_ms(void* start, void* end);
 
 // ---- graph capture -------------------------------------------------------
 class GraphCapture;
