@@ -429,7 +429,7 @@ class KernelEmitter(IndexMath, FastMath, ValueOps):
         elif reduction_type in ("argmax", "argmin"):
             result = self._arg_reduction(nest, reduction_type, values[0])
         elif reduction_type == "welford_reduce":
-            result = self._welford(nest, self._floating(values[0]), None)
+            result = self._moments(nest, self._floating(values[0]))
         elif reduction_type == "welford_combine":
             result = self._welford(nest, None, values)
         else:
@@ -507,6 +507,27 @@ class KernelEmitter(IndexMath, FastMath, ValueOps):
         nest.accumulators[kv].next = self.where(better, value, acc_v).name
         nest.accumulators[ki].next = self.where(better, ridx, acc_i).name
         return Val(nest.result(ki), torch.int64)
+
+    def _moments(self, nest, x):
+        """welford_reduce as f64 sums of x and x*x: (mean, m2, count) like Welford's, but
+        the loop-carried updates are plain reassociable adds, so LLVM vectorizes them
+        (a Welford update divides on every element and serializes the loop)."""
+        f64 = torch.float64
+        xd = self._convert(x, f64)
+        ks, acc_s = self._new_acc(nest, f64, 0.0)
+        kq, acc_q = self._new_acc(nest, f64, 0.0)
+        nest.accumulators[ks].next = self.b.assign(f"arith.addf {acc_s.name}, {xd.name} fastmath<reassoc> : f64")
+        sq = self.mul(xd, xd)
+        nest.accumulators[kq].next = self.b.assign(f"arith.addf {acc_q.name}, {sq.name} fastmath<reassoc> : f64")
+        count = sympy.Integer(1)
+        for size in nest.rsizes:
+            count = count * size
+        with self._after_reduction_loops():
+            n = self._convert(self.index_expr(count, torch.int64), f64)
+            total, squares = Val(nest.result(ks), f64), Val(nest.result(kq), f64)
+            mean = self.truediv(total, n)
+            m2 = self.maximum(self.sub(squares, self.mul(total, mean)), self.constant(0.0, f64))
+            return tuple(self._convert(v, x.dtype) for v in (mean, m2, n))
 
     def _welford(self, nest, x, parts):
         dtype = x.dtype if x is not None else compute_dtype(self._floating(parts[0]).dtype)
