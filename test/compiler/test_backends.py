@@ -12,7 +12,7 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from conftest import REPO_ROOT
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 NO_AUTOLOAD = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
 OUR_BACKENDS = ("npu", "npugraph_ex", "npugraphs")

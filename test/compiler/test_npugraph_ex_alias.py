@@ -10,7 +10,7 @@ import os
 import shutil
 import textwrap
 
-from conftest import REPO_ROOT
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_real_modules_one_identity_nothing_imported_until_asked(python):
