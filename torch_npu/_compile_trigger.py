@@ -110,10 +110,6 @@ def _resolve_step(name: str) -> Callable[[], None]:
     return getattr(steps, name)
 
 
-def _all_steps() -> tuple[str, ...]:
-    return tuple(name for names in STEPS.values() for name in names)
-
-
 def _steps_due() -> tuple[str, ...]:
     """Steps whose watched module is loaded (Inductor's config before Dynamo's steps)."""
     due: list[str] = []
