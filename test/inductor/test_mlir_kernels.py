@@ -184,3 +184,16 @@ def test_compiled_kernels_are_cached_on_disk_across_processes():
     assert int(first[0]) > 0
     assert int(second[0]) == 0 and int(second[1]) > 0
     assert any(name.endswith(".so") for name in os.listdir(os.path.join(env["TORCHINDUCTOR_CACHE_DIR"], "mlir")))
+
+
+def test_default_backend_never_imports_the_mlir_layer():
+    out = run_python(
+        """
+        import sys, torch, torch_npu
+        f = torch.compile(lambda x: x * 2 + 1, options={"npu_backend": "default"})
+        f(torch.randn(8).to("npu"))
+        print("LOADED", sorted(m for m in sys.modules
+                               if m.startswith("torch_mlir") or m.startswith("torch_npu.compiler.inductor.mlir")))
+        """
+    )
+    assert "LOADED []" in out
