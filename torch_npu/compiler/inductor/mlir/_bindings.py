@@ -8,7 +8,7 @@ place that imports them, so a missing dependency is reported once, with the fix.
 INSTALL_HINT = (
     "npu_backend='mlir' needs the MLIR Python bindings shipped by torch-mlir. Install them "
     "without letting pip touch torch: `pip install --no-deps torch-mlir==20261001` "
-    "(plus numpy if missing), or install torch_npu with the `mlir` extra."
+    "or install torch_npu with the `mlir` extra."
 )
 
 try:
