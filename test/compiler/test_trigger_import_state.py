@@ -46,11 +46,15 @@ def test_import_is_lazy_and_leaves_torch_functions_alone(python):
                   if m.startswith(("torch._dynamo", "torch._inductor", "triton", "torch_npu.compiler", "npugraph_ex"))]
         print(len(before) >= 6, changed, loaded, torch.npu.is_initialized())
         print(torch_npu._compile_trigger.state())
+        torch_npu.compiler.npugraph_mark_step_begin()
+        print(torch_npu.compiler.npugraph_mark_step_begin is torch.npu.mark_step_begin,
+              [m for m in sys.modules if m.startswith(("torch._dynamo", "torch_npu.compiler."))])
         """,
         env=NO_AUTOLOAD,
     ).splitlines()
     assert out[0] == "True [] [] False"
     assert "done=(), failed=()" in out[1] and "finder_installed=True" in out[1]
+    assert out[2] == "True []"  # the step marker loads no compiler module
 
 
 def test_list_backends_sets_up_without_our_inductor_layer_or_the_device(python):
