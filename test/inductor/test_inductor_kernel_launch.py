@@ -51,3 +51,16 @@ def test_compiled_kernels_are_recorded_by_graph_capture():
         graph.replay()
         torch.npu.synchronize()
         torch.testing.assert_close(static_out.cpu(), fn(fresh))
+
+
+def test_control_flow_subgraph_kernels_are_launched_through_the_runtime():
+    def cond_fn(pred, t):
+        return torch.cond(pred, lambda u: u.sin() * 2, lambda u: u.cos() + 1, (t,))
+
+    x = torch.randn(8)
+    compiled = torch.compile(cond_fn, options={"npu_backend": "default"})
+    for pred in (True, False):
+        out, codes = run_and_get_code(compiled, torch.tensor(pred).npu(), x.npu())
+        torch.testing.assert_close(out.cpu(), cond_fn(torch.tensor(pred), x))
+        # One kernel per branch, both in subgraph wrappers.
+        assert sum(code.count(LAUNCH) for code in codes) == 2, codes
