@@ -13,6 +13,7 @@ the duration of each call, so the slices run in parallel.
 """
 
 import concurrent.futures
+import os
 import threading
 
 import torch
@@ -25,6 +26,15 @@ _FULL_RANGE = 1 << 62
 
 _pool = None
 _pool_lock = threading.Lock()
+
+
+def _forget_pool_in_child():
+    # worker threads do not survive fork(); a child starts its own pool when needed
+    global _pool
+    _pool = None
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 def kernel_arg_count(kinds: str) -> int:

@@ -15,6 +15,8 @@ from .fallback import MlirUnsupported, log, record_fallback, record_mlir_kernel
 from .kernel_emitter import KernelEmitter
 from .launcher import kernel_arg_count
 
+# ctypes calls take at most 1024 arguments; each buffer costs five (memref descriptor)
+MAX_NATIVE_ARGS = 1000
 _LAUNCHER_IMPORT = "from torch_npu.compiler.inductor.mlir.launcher import MlirKernel"
 
 
@@ -22,6 +24,8 @@ class MlirScheduling(CppScheduling):
     def codegen_node(self, node):
         try:
             src, kinds, call_args, arg_types = self._emit(node)
+            if kernel_arg_count(kinds) > MAX_NATIVE_ARGS:
+                raise MlirUnsupported("more kernel arguments than a ctypes call takes")
             jit.compile_kernel(src, kernel_arg_count(kinds))
         except (MlirUnsupported, jit.MlirCompileError) as exc:
             record_fallback(str(exc))
