@@ -75,6 +75,10 @@ class Event(torch.Event):
 
     ``Event(enable_timing=False, blocking=False, interprocess=False)``; the event takes
     the device of the stream it is first recorded on.
+
+    torch's own ``torch.Stream.record_event(e)`` and ``torch.Event.elapsed_time(e)``
+    accept only an exact ``torch.Event`` as ``e``; with an npu event call the event's
+    methods instead (``e.record(stream)``, ``e.elapsed_time(other)``), which accept both.
     """
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> "Event":
