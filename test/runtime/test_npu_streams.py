@@ -158,3 +158,17 @@ def test_synchronize_forms(two_devices):
     torch.npu.synchronize(1)
     torch.npu.synchronize("npu:0")
     torch.npu.synchronize(torch.device("npu", 1))
+
+
+def test_mixed_npu_and_generic_events_and_streams():
+    generic_stream = torch.Stream(device="npu")
+    npu_stream = torch.npu.Stream()
+    generic_event = torch.Event(device="npu", enable_timing=True)
+    npu_event = torch.npu.Event(enable_timing=True)
+    npu_event.record(generic_stream)
+    generic_event.record(npu_stream)
+    generic_stream.wait_event(npu_event)
+    generic_stream.wait_stream(npu_stream)
+    npu_stream.record_event(generic_event)
+    generic_event.synchronize()
+    assert isinstance(npu_event.elapsed_time(generic_event), float)
