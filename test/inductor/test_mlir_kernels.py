@@ -197,3 +197,13 @@ def test_default_backend_never_imports_the_mlir_layer():
         """
     )
     assert "LOADED []" in out
+
+
+def test_dropout_random_numbers_are_emitted_too():
+    x = torch.randn(128, 257) + 3.0  # no zeros of its own
+    f = torch.compile(lambda a: torch.nn.functional.dropout(a, 0.25, training=True), options=MLIR_OPTIONS)
+    out = f(x.to(NPU)).cpu()
+    dropped = out == 0
+    assert 0.2 < dropped.float().mean().item() < 0.3
+    torch.testing.assert_close(out[~dropped], x[~dropped] / 0.75)
+    assert_no_fallback()

@@ -29,6 +29,7 @@ from .dtypes import compute_dtype, compute_type, float_literal, int_limits, is_f
 from .fallback import MlirUnsupported
 from .fast_math import FastMath
 from .index_math import IndexMath
+from .random_ops import RandomOps
 from .ssa import SsaBuilder, Val
 from .value_ops import ValueOps
 
@@ -64,7 +65,7 @@ class _ReductionNest:
         return f"%rr{self.nest_id}_0#{k}"
 
 
-class KernelEmitter(IndexMath, FastMath, ValueOps):
+class KernelEmitter(IndexMath, RandomOps, FastMath, ValueOps):
     def __init__(self):
         self.b = SsaBuilder()
         self.args = KernelArgs()
