@@ -23,7 +23,7 @@ def _fresh_state():
         torch._dynamo.reset()
     trees = sys.modules.get("torch_npu.compiler.graph_trees")
     if trees is not None:
-        trees.reset_graph_trees()
+        trees.reset()
     for index in range(torch.npu.device_count()):
         torch.npu.set_stream(torch.npu.default_stream(index))
     torch.npu.set_device(0)

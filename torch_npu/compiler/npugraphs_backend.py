@@ -92,6 +92,6 @@ def reset() -> None:
     """Free every recorded NPU graph; the graph-tree modules load only if they were used."""
     import sys
 
-    trees = sys.modules.get("torch_npu.compiler.graph_trees")
+    trees = sys.modules.get("torch_npu.compiler.graph_trees.tree_manager")
     if trees is not None:
         trees.reset_graph_trees()

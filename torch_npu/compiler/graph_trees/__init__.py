@@ -1,39 +1,40 @@
 """NPU graph trees: warm-up, record and replay of compiled ATen graphs on the npu device.
 
 ``npugraphify`` wraps one AOT-compiled graph; ``reset`` frees every recorded graph. The
-``npugraphs`` backend (``torch_npu.compiler.npugraphs_backend``) builds on these; this
-package is imported only when that backend or npugraph_ex capture first runs.
+``npugraphs`` backend (``torch_npu.compiler.npugraphs_backend``) and npugraph_ex capture
+build on these. Names load on first use (PEP 562), so importing one submodule (say, the
+reduce-overhead notice the Inductor registration uses) does not load the trees.
 """
 from __future__ import annotations
 
+import importlib
+import sys
 from typing import Any
 
-import torch
+# Public name -> submodule that defines it.
+_NAMES = {
+    "CompilationMode": "tree_manager",
+    "GraphFunction": "tree_manager",
+    "TreeManager": "tree_manager",
+    "get_manager": "tree_manager",
+    "managers": "tree_manager",
+    "reset_graph_trees": "tree_manager",
+    "npugraphify": "wrap",
+}
 
-from .tree_manager import (
-    CompilationMode,
-    GraphFunction,
-    TreeManager,
-    get_manager,
-    managers,
-    reset_graph_trees,
-)
-from .wrap import npugraphify
-
-__all__ = [
-    "CompilationMode",
-    "GraphFunction",
-    "TreeManager",
-    "get_manager",
-    "managers",
-    "npugraphify",
-    "npugraphs",
-    "reset",
-    "reset_graph_trees",
-]
+__all__ = [*_NAMES, "npugraphs", "reset"]
 
 
-def npugraphs(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs: Any) -> Any:
+def __getattr__(name: str) -> Any:
+    submodule = _NAMES.get(name)
+    if submodule is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{submodule}"), name)
+    globals()[name] = value
+    return value
+
+
+def npugraphs(gm: Any, example_inputs: list[Any], **kwargs: Any) -> Any:
     """The ``npugraphs`` backend; see ``torch_npu.compiler.npugraphs_backend``."""
     from torch_npu.compiler.npugraphs_backend import npugraphs_backend
 
@@ -41,5 +42,7 @@ def npugraphs(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs: Any
 
 
 def reset() -> None:
-    """Free every recorded NPU graph (what ``torch.compiler.reset()`` reaches)."""
-    reset_graph_trees()
+    """Free every recorded NPU graph; trees that were never loaded have nothing to free."""
+    trees = sys.modules.get(f"{__name__}.tree_manager")
+    if trees is not None:
+        trees.reset_graph_trees()

@@ -71,6 +71,6 @@ def reset() -> None:
     """Free the NPU graphs captured so far."""
     import sys
 
-    trees = sys.modules.get("torch_npu.compiler.graph_trees")
+    trees = sys.modules.get("torch_npu.compiler.graph_trees.tree_manager")
     if trees is not None:
         trees.reset_graph_trees()
