@@ -1,0 +1,31 @@
+"""The graph trees load only when a graph is compiled with them: resetting compilers and
+loading the reduce-overhead notice leave them unloaded (checked in a fresh interpreter)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_reset_and_notice_do_not_load_the_trees():
+    code = textwrap.dedent(
+        """
+        import sys
+        import torch
+        import torch_npu
+        torch.compiler.reset()
+        from torch_npu.compiler import npugraphs_backend
+        npugraphs_backend.reset()
+        from torch_npu.compiler.graph_trees import reduce_overhead
+        loaded = sorted(m for m in sys.modules if m.startswith("torch_npu.compiler.graph_trees."))
+        print("LOADED", loaded)
+        print("INIT", torch.npu.is_initialized())
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=180
+    )
+    assert out.returncode == 0, out.stderr
+    assert "LOADED ['torch_npu.compiler.graph_trees.reduce_overhead']" in out.stdout, out.stdout
+    assert "INIT False" in out.stdout, out.stdout
