@@ -36,6 +36,8 @@ def test_views_keep_sharing_after_load():
         ("cpu", torch.device("cpu")),
         (torch.device("cpu"), torch.device("cpu")),
         ("npu:0", torch.device("npu", 0)),
+        ("npu", torch.device("npu", 0)),
+        (torch.device("npu", 0), torch.device("npu", 0)),
         # A callable receives the storage already restored on CPU.
         (lambda storage, loc: storage, torch.device("cpu")),
     ],
