@@ -342,3 +342,20 @@ def test_thousand_calls_leave_memory_allocated_unchanged():
         del out
         # The last output of the warm loop was alive when `before` was measured.
         assert torch.npu.memory_allocated() <= before
+
+
+def test_dropped_compiled_code_releases_its_graph_memory_bookkeeping():
+    import gc
+
+    def fn(x):
+        return x * 2 + 1
+
+    compiled = torch.compile(fn, backend="npugraphs")
+    for _ in range(3):
+        compiled(torch.randn(4, device="npu"))
+    manager = _trees().get_manager(0)
+    assert manager._owned
+    torch._dynamo.reset()  # drops the compiled code, hence its recorded graphs
+    del compiled
+    gc.collect()
+    assert not manager._owned and manager.num_graphs() == 0

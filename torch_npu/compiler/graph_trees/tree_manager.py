@@ -72,6 +72,8 @@ class TreeManager:
         # Weak: a compiled function dropped by Dynamo's caches takes its graphs with it.
         self._functions: weakref.WeakSet[GraphFunction] = weakref.WeakSet()
         self.stats = {"warmups": 0, "records": 0, "replays": 0, "eager_runs": 0}
+        # Bumped by reset(), so bookkeeping of graphs freed before it is not undone twice.
+        self._generation = 0
 
     @property
     def stream(self) -> torch.Stream:
@@ -84,8 +86,23 @@ class TreeManager:
         return t.untyped_storage().data_ptr() in self._owned
 
     def add_graph(self, graph: RecordedGraph) -> None:
-        for ptr in graph.output_storage_ptrs():
+        ptrs = graph.output_storage_ptrs()
+        for ptr in ptrs:
             self._owned[ptr] = self._owned.get(ptr, 0) + 1
+        # When the graph goes (its compiled function dropped by Dynamo), its memory does
+        # too, and a later tensor at one of these addresses is an ordinary input again.
+        weakref.finalize(graph, self._forget, ptrs, self._generation)
+
+    def _forget(self, ptrs: list[int], generation: int) -> None:
+        with self.lock:
+            if generation != self._generation:
+                return  # reset() already forgot everything
+            for ptr in ptrs:
+                count = self._owned.get(ptr, 0) - 1
+                if count > 0:
+                    self._owned[ptr] = count
+                else:
+                    self._owned.pop(ptr, None)
 
     def register(self, fn: "GraphFunction") -> None:
         with self.lock:
@@ -100,6 +117,7 @@ class TreeManager:
             for fn in list(self._functions):
                 fn.clear()
             self._owned.clear()
+            self._generation += 1
             for key in self.stats:
                 self.stats[key] = 0
 
