@@ -359,3 +359,31 @@ def test_dropped_compiled_code_releases_its_graph_memory_bookkeeping():
     del compiled
     gc.collect()
     assert not manager._owned and manager.num_graphs() == 0
+
+
+def test_waiting_activations_sibling_graph_within_a_step_moved_across_steps():
+    cpu_model, npu_model = _pair(seed=7)
+    compiled = torch.compile(npu_model, backend="npugraphs")
+    x_cpu = torch.randn(4, 8)
+    x = x_cpu.npu()
+    for _ in range(2):  # warm-up, then record forward and backward
+        compiled(x).sum().backward()
+    npu_model.zero_grad(set_to_none=True)
+    records = _stats()["records"]
+
+    # One step, two forwards before their backwards: the second gets a sibling graph.
+    l1, l2 = compiled(x).sum(), compiled(x * 2).sum()
+    assert _stats()["records"] == records + 1
+    # New steps: the forward's graph is reused; the waiting activations are moved first.
+    torch_npu.npu.mark_step_begin()
+    l3 = compiled(x * 3).sum()
+    torch_npu.npu.mark_step_begin()
+    l4 = compiled(x * 4).sum()
+    forward_records = _stats()["records"]
+    for loss in (l4, l3, l2, l1):
+        loss.backward()
+    for k in (1, 2, 3, 4):
+        cpu_model(x_cpu * k).sum().backward()
+    for p_cpu, p_npu in zip(cpu_model.parameters(), npu_model.parameters()):
+        assert_close_to_cpu(p_npu.grad, p_cpu.grad, rtol=1e-5, atol=1e-5)
+    assert forward_records == records + 1

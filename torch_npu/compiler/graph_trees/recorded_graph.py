@@ -138,7 +138,12 @@ class RecordedGraph:
                 src = args[i]
                 dst = self.placeholders[i]
                 if src.data_ptr() != dst.data_ptr():
-                    dst.copy_(src)
+                    # Aliases of this placeholder handed out before were moved off it by
+                    # release(), but still share its version counter (detach() shares
+                    # it): refilling graph memory must not look like a modification of
+                    # the tensors a pending backward saved.
+                    with torch.autograd._unsafe_preserve_version_counter(dst):
+                        dst.copy_(src)
             self.graph.replay()
             for i in self.writeback_idxs:
                 args[i].copy_(self.placeholders[i])
