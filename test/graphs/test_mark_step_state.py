@@ -20,6 +20,9 @@ def test_signature_and_counter():
 
     assert not inspect.signature(torch_npu.npu.mark_step_begin).parameters
     assert torch.npu.mark_step_begin is _graph_step_state.mark_step_begin
+    from torch_npu import compiler
+
+    assert compiler.npugraph_mark_step_begin is _graph_step_state.mark_step_begin
     before = _graph_step_state.current_step()
     torch_npu.npu.mark_step_begin()
     torch_npu.npu.mark_step_begin()
@@ -34,9 +37,11 @@ def test_calling_mark_step_begin_imports_no_compiler_module():
         torch_npu.npu.mark_step_begin()
         import torch
         torch.npu.mark_step_begin()
+        import torch_npu.compiler
+        torch_npu.compiler.npugraph_mark_step_begin()
         bad = sorted(
             m for m in sys.modules
-            if m.startswith(("torch._dynamo", "torch._inductor", "torch_npu.compiler", "torch_npu.dynamo"))
+            if m.startswith(("torch._dynamo", "torch._inductor", "torch_npu.compiler.", "torch_npu.dynamo"))
         )
         print("BAD", bad)
         print("INIT", torch.npu.is_initialized())
