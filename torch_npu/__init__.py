@@ -33,8 +33,9 @@ def _register_backend() -> None:
 
 _register_backend()
 
-from torch_npu import _compile_trigger, _npugraph_ex_finder  # noqa: E402
+from torch_npu import _autograd_exit_barrier, _compile_trigger, _npugraph_ex_finder  # noqa: E402
 
+_autograd_exit_barrier.register()
 _compile_trigger.install()
 _npugraph_ex_finder.install()
 

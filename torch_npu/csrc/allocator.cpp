@@ -6,6 +6,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <unordered_map>
@@ -63,6 +64,8 @@ std::vector<DeviceState>& devices() {
 std::unordered_map<int64_t, Pool> g_pools;
 int64_t g_next_pool = 1;
 thread_local int64_t tls_pool = 0;
+// Pool of the graph being captured (any thread's allocations go there during capture).
+std::atomic<int64_t> g_capture_pool{0};
 
 void release_free_blocks(DeviceState& dev, int64_t pool) {
   auto it = dev.free_blocks.find(pool);
@@ -141,7 +144,7 @@ std::string format_bytes(int64_t n) {
 
 Block* take_block(c10::DeviceIndex device, size_t nbytes) {
   size_t size = round_size(nbytes);
-  int64_t pool = tls_pool;
+  int64_t pool = tls_pool != 0 ? tls_pool : g_capture_pool.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(g_mutex);
   DeviceState& dev = devices()[device];
   auto& free_map = dev.free_blocks[pool];
@@ -270,6 +273,18 @@ c10::DataPtr allocate_device_memory(size_t nbytes, c10::DeviceIndex device, c10:
   return {b->ptr, b->ptr, &free_block, reported_device};
 }
 
+std::optional<c10::DeviceIndex> device_of_ptr(const void* ptr) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_live.find(const_cast<void*>(ptr));
+  if (it != g_live.end()) return it->second->device;
+  // An address inside a block (a view's data pointer).
+  for (const auto& entry : g_live) {
+    auto base = static_cast<const char*>(entry.first);
+    if (ptr >= base && ptr < base + entry.second->size) return entry.second->device;
+  }
+  return std::nullopt;
+}
+
 bool is_device_memory_deleter(c10::DeleterFnPtr deleter) { return deleter == &free_block; }
 
 MemoryStats memory_stats(c10::DeviceIndex device) {
@@ -340,6 +355,8 @@ void release_pool(int64_t pool) {
     g_pools.erase(it);
   }
 }
+
+int64_t exchange_capture_pool(int64_t pool) { return g_capture_pool.exchange(pool); }
 
 int64_t exchange_thread_pool(int64_t pool) {
   int64_t previous = tls_pool;

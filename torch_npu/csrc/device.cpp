@@ -30,7 +30,7 @@ c10::DeviceIndex device_count() {
 }
 
 void check_device_index(int64_t index, const char* what) {
-  TORCH_CHECK_INDEX(index >= 0 && index < device_count(), "Invalid npu device index ", index,
+  TORCH_CHECK(index >= 0 && index < device_count(), "Invalid npu device index ", index,
                     " for ", what, ": there are ", static_cast<int>(device_count()),
                     " npu devices (valid indices 0..", device_count() - 1,
                     "; set TORCH_NPU_DEVICE_COUNT to simulate more)");

@@ -12,12 +12,18 @@ namespace torch_npu {
 
 class GraphCapture {
  public:
-  explicit GraphCapture(int64_t pool) : pool(pool), previous_pool(exchange_thread_pool(pool)) {}
-  // Restores the thread's allocation pool once the capture ends or is aborted.
+  explicit GraphCapture(int64_t pool) : pool(pool), previous_pool(exchange_capture_pool(pool)) {}
+  // Restores the allocation pool once the capture ends or is aborted.
   void leave() {
-    if (!left) exchange_thread_pool(previous_pool);
+    if (!left) exchange_capture_pool(previous_pool);
     left = true;
   }
+  void add_node(std::function<void()> fn, std::vector<at::Tensor> keep) {
+    std::lock_guard<std::mutex> lock(mu);
+    nodes.push_back(std::move(fn));
+    for (auto& t : keep) keep_alive.push_back(std::move(t));
+  }
+  std::mutex mu;
   int64_t pool;
   int64_t previous_pool;
   bool left = false;
@@ -28,7 +34,9 @@ class GraphCapture {
 
 namespace {
 
-thread_local GraphCapture* tls_capture = nullptr;
+// The capture in progress, if any. Capture is process-wide (like CUDA's global capture
+// mode): autograd runs backward on a device thread, whose work must be recorded too.
+std::atomic<GraphCapture*> tls_capture{nullptr};
 
 std::optional<size_t> aliased_argument(const c10::FunctionSchema& schema, size_t ret) {
   const auto* ret_alias = schema.returns()[ret].alias_info();
@@ -92,8 +100,9 @@ void check_not_capturing(const char* what) {
 }
 
 void record_host_call(std::function<void()> fn) {
-  TORCH_INTERNAL_ASSERT(tls_capture != nullptr);
-  tls_capture->nodes.push_back(std::move(fn));
+  GraphCapture* capture = tls_capture;
+  TORCH_INTERNAL_ASSERT(capture != nullptr);
+  capture->add_node(std::move(fn), {});
 }
 
 void record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
@@ -129,6 +138,7 @@ void record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   const size_t num_returns = schema.returns().size();
   std::vector<c10::IValue> results;
   std::vector<std::pair<size_t, at::Tensor>> output_slots;  // return index -> CPU alias of pool output
+  std::vector<at::Tensor> keep;
   results.reserve(num_returns);
   for (size_t r = 0; r < num_returns; ++r) {
     const c10::IValue& meta_out = meta_stack[r];
@@ -152,7 +162,7 @@ void record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
       }
       at::Tensor out = at::empty_strided(m.sizes(), m.strides(),
                                          at::TensorOptions().dtype(m.scalar_type()).device(kNpu, device));
-      capture->keep_alive.push_back(out);
+      keep.push_back(out);
       output_slots.emplace_back(r, cpu_alias(out));
       results.emplace_back(out);
     } else if (meta_out.isTensorList()) {
@@ -163,7 +173,7 @@ void record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
       for (const at::Tensor& m : meta_out.toTensorList()) {
         at::Tensor out = at::empty_strided(m.sizes(), m.strides(),
                                            at::TensorOptions().dtype(m.scalar_type()).device(kNpu, device));
-        capture->keep_alive.push_back(out);
+        keep.push_back(out);
         outs.push_back(out);
         aliases.push_back(cpu_alias(out));
       }
@@ -175,7 +185,7 @@ void record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                     ": it returns a host value, which needs the host to wait for the npu");
     }
   }
-  for (const auto& m : npu_to_cpu) capture->keep_alive.push_back(m.first);
+  for (const auto& m : npu_to_cpu) keep.push_back(m.first);
 
   // Generator arguments are looked up again at every replay so graph-safe state swaps apply.
   std::vector<std::pair<size_t, at::Generator>> generators;
@@ -197,7 +207,7 @@ void record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   }
 
   c10::OperatorHandle handle = op;
-  capture->nodes.push_back([handle, cpu_args, output_slots, generators, num_returns]() {
+  capture->add_node([handle, cpu_args, output_slots, generators, num_returns]() {
     torch::jit::Stack s(cpu_args.begin(), cpu_args.end());
     for (const auto& g : generators) {
       if (g.second.defined()) s[g.first] = c10::IValue(backing_cpu_generator(g.second));
@@ -214,7 +224,7 @@ void record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
         dst.copy_(s[r].toTensorList().get(k));
       }
     }
-  });
+  }, std::move(keep));
 
   stack->erase(stack->begin() + begin, stack->end());
   for (auto& r : results) stack->push_back(std::move(r));
@@ -231,7 +241,7 @@ NpuGraph::~NpuGraph() {
 }
 
 void NpuGraph::capture_begin(int64_t pool) {
-  TORCH_CHECK(tls_capture == nullptr, "An NPU graph capture is already in progress on this thread; "
+  TORCH_CHECK(tls_capture == nullptr, "An NPU graph capture is already in progress; "
               "end it with capture_end() before starting another");
   TORCH_CHECK(nodes_.empty() && !capture_, "This NPUGraph already holds a capture; call reset() before "
               "capturing again");

@@ -27,7 +27,11 @@ struct NpuHooks final : public at::PrivateUse1HooksInterface {
     return default_generator(device_index);
   }
   at::Generator getNewGenerator(c10::DeviceIndex device_index) const override { return new_generator(device_index); }
-  at::Device getDeviceFromPtr(void* /*data*/) const override { return c10::Device(kNpu, current_device()); }
+  at::Device getDeviceFromPtr(void* data) const override {
+    auto device = device_of_ptr(data);
+    TORCH_CHECK(device.has_value(), "the pointer ", data, " is not npu memory");
+    return c10::Device(kNpu, *device);
+  }
   bool isPinnedPtr(const void* data) const override { return is_pinned_host_ptr(data); }
   at::Allocator* getPinnedMemoryAllocator() const override { return pinned_host_allocator(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {

@@ -48,6 +48,8 @@ c10::Allocator* npu_allocator();
 // tensors, cpu for memory handed to a CPU kernel running on behalf of the device).
 c10::DataPtr allocate_device_memory(size_t nbytes, c10::DeviceIndex device, c10::Device reported_device);
 bool is_device_memory_deleter(c10::DeleterFnPtr deleter);
+// The device whose memory holds `ptr`, if any.
+std::optional<c10::DeviceIndex> device_of_ptr(const void* ptr);
 MemoryStats memory_stats(c10::DeviceIndex device);
 void reset_peak_memory_stats(c10::DeviceIndex device);
 void empty_cache();
@@ -63,6 +65,8 @@ void release_pool(int64_t pool);  // frees the pool's cached blocks once unused
 
 // Sets the pool this thread's device allocations are drawn from; returns the previous one.
 int64_t exchange_thread_pool(int64_t pool);
+// Sets the pool of the graph being captured (process-wide); returns the previous one.
+int64_t exchange_capture_pool(int64_t pool);
 // While set on this thread, device allocations are drawn from this pool.
 struct PoolAllocationScope {
   explicit PoolAllocationScope(int64_t pool);
