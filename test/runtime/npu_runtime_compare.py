@@ -3,6 +3,7 @@ tests: moves inputs, runs forward and backward on both devices, and checks every
 and gradient leaf."""
 from __future__ import annotations
 
+import warnings
 import zlib
 from typing import Any, Callable
 
@@ -57,8 +58,10 @@ def run_forward_backward(
             for t in tensors:
                 if isinstance(t, torch.Tensor) and t.is_floating_point():
                     t.requires_grad_(True)
-    cpu_out = fn(*cpu_inputs)
-    npu_out = fn(*npu_inputs)
+    cpu_out, cpu_warnings = _call_recording_warnings(fn, cpu_inputs)
+    npu_out, npu_warnings = _call_recording_warnings(fn, npu_inputs)
+    # The npu path must not warn about anything the CPU kernel is silent about.
+    assert npu_warnings <= cpu_warnings, f"npu-only warnings: {sorted(npu_warnings - cpu_warnings)}"
     assert_same(tree_map(_detach, npu_out), tree_map(_detach, cpu_out), rtol, atol)
     if not grad:
         return
@@ -74,6 +77,13 @@ def run_forward_backward(
     cpu_grads = [t.grad for t in cpu_inputs if isinstance(t, torch.Tensor) and t.requires_grad]
     npu_grads = [t.grad for t in npu_inputs if isinstance(t, torch.Tensor) and t.requires_grad]
     assert_same(npu_grads, cpu_grads, rtol, atol)
+
+
+def _call_recording_warnings(fn: Callable[..., Any], inputs: list[Any]) -> tuple[Any, set[str]]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fn(*inputs)
+    return out, {str(w.message) for w in caught}
 
 
 def _detach(x: Any) -> Any:

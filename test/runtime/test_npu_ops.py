@@ -148,6 +148,7 @@ CASES: list[OpCase] = [
     OpCase("embedding", lambda w: F.embedding(torch.tensor([[1, 3], [0, 9]], device=w.device), w), [(10, 4)]),
     OpCase("cross_entropy", lambda x: F.cross_entropy(x, torch.tensor([1, 0, 4, 2], device=x.device)), [S]),
     OpCase("mse_loss", F.mse_loss, [S, S]),
+    OpCase("smooth_l1_loss", F.smooth_l1_loss, [S, S]),
     OpCase("interpolate_bilinear", lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), [(1, 2, 4, 4)]),
     OpCase("scaled_dot_product_attention", F.scaled_dot_product_attention, [(2, 3, 5, 8), (2, 3, 5, 8), (2, 3, 5, 8)]),
     # linear algebra, spectral, more nn functions
