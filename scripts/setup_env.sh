@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 extras=""
 if [ "${1:-}" = "--test" ]; then extras="[test,mlir]"; fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/pip install -q --upgrade "pip>=24"
 .venv/bin/pip install -q torch==2.13.0 numpy ninja "setuptools>=64" wheel
 MAX_JOBS="${MAX_JOBS:-$(nproc)}" .venv/bin/pip install -q --no-build-isolation -e ".${extras}"
 .venv/bin/python -c "import torch, torch_npu; assert torch.__version__.startswith('2.13.0'), torch.__version__"
