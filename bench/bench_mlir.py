@@ -23,8 +23,8 @@ import torch_npu  # noqa: F401  (registers the npu device)
 from torch_npu.compiler.inductor import mlir as mlir_backend
 
 OPTIONS = {
-    "default": {"npu_backend": "default", "loop_reindexing_after_fusion": False},
-    "mlir": {"npu_backend": "mlir", "loop_reindexing_after_fusion": False},
+    "default": {"npu_backend": "default"},
+    "mlir": {"npu_backend": "mlir"},
 }
 
 

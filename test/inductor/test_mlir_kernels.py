@@ -27,7 +27,6 @@ from torch_npu.compiler.inductor import mlir as mlir_backend  # noqa: E402
 NPU = torch.device("npu")
 MLIR_OPTIONS = {
     "npu_backend": "mlir",
-    "loop_reindexing_after_fusion": False,  # see test_mlir_models.py
     "fx_graph_cache": False,  # every test generates, and counts, its kernels
 }
 
@@ -173,7 +172,7 @@ def test_compiled_kernels_are_cached_on_disk_across_processes():
         import torch, torch_npu
         from torch_npu.compiler.inductor.mlir import jit
         f = torch.compile(lambda x: torch.softmax(x.cos() * 3, -1),
-                          options={"npu_backend": "mlir", "loop_reindexing_after_fusion": False})
+                          options={"npu_backend": "mlir"})
         x = torch.randn(8, 33)
         torch.testing.assert_close(f(x.to("npu")).cpu(), torch.softmax(x.cos() * 3, -1))
         print("STATS", jit.stats["compiled"], jit.stats["disk_hits"])

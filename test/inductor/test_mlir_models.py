@@ -26,12 +26,9 @@ from inductor_models import (  # noqa: E402
 
 from torch_npu.compiler.inductor import mlir as mlir_backend  # noqa: E402
 
-# Inductor's loop reindexing after fusion is written for SIMD (Triton-style) groups and
-# runs for every non-cpu device; npu kernels use cpu-style groups.
 # The FX graph cache is off so that every test really generates (and counts) its kernels.
 MLIR_OPTIONS = {
     "npu_backend": "mlir",
-    "loop_reindexing_after_fusion": False,
     "fx_graph_cache": False,
 }
 
