@@ -11,6 +11,16 @@ from __future__ import annotations
 import importlib
 import sys
 
+
+def _autoload() -> None:
+    """Entry point of the ``torch.backends`` group: ``import torch`` loads torch_npu.
+
+    Everything happens at import; there is nothing left to do here. Defined before
+    ``import torch`` so that autoload finds it when ``import torch_npu`` comes first
+    (torch's own import then loads this partially initialised module).
+    """
+
+
 import torch
 
 from torch_npu import _C  # noqa: F401  (registers hooks, device guard and kernels)
@@ -48,10 +58,3 @@ def __getattr__(name: str):
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _autoload() -> None:
-    """Entry point of the ``torch.backends`` group: ``import torch`` loads torch_npu.
-
-    Everything happens at import; there is nothing left to do here.
-    """

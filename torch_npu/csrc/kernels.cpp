@@ -365,9 +365,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
   m.impl("unfold", TORCH_FN(at::native::unfold));
-  // The generic composite of mse_loss resizes a 0-dim output (a deprecation warning on
-  // every call); the CPU kernel, reached through the fallback, does not.
+  // The generic composites of these losses resize a 0-dim output (a deprecation warning
+  // on every call); the CPU kernels, reached through the fallback, do not.
   m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&npu_fallback>());
+  m.impl("smooth_l1_loss", torch::CppFunction::makeFromBoxedFunction<&npu_fallback>());
 }
 
 }  // namespace torch_npu
