@@ -12,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import run_python
+from fresh_interpreter import run_python
 
 PYPROJECT = """
 [build-system]

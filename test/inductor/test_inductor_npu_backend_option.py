@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch_npu  # noqa: F401  (registers the npu device and the compile trigger)
 
-from conftest import run_python
+from fresh_interpreter import run_python
 
 
 def test_option_is_a_known_inductor_config_key():

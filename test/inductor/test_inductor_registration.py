@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch_npu  # noqa: F401  (registers the npu device and the compile trigger)
 
-from conftest import run_python
+from fresh_interpreter import run_python
 
 BACKEND_MODULES = (
     "torch_npu.compiler.inductor.default_scheduling",

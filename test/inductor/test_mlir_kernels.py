@@ -20,7 +20,7 @@ import torch.nn.functional as F
 torch_npu = pytest.importorskip("torch_npu")
 pytest.importorskip("torch_mlir")
 
-from conftest import run_python  # noqa: E402
+from fresh_interpreter import run_python  # noqa: E402
 
 from torch_npu.compiler.inductor import mlir as mlir_backend  # noqa: E402
 
