@@ -225,15 +225,21 @@ void npu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 // ---- native kernels ------------------------------------------------------------
 
-at::Tensor npu_empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
-                     std::optional<at::Device> device, std::optional<bool> pin_memory,
-                     std::optional<at::MemoryFormat> memory_format) {
+// The device a new npu tensor goes to, after checking the options npu supports.
+c10::DeviceIndex new_tensor_device(std::optional<at::Layout> layout, std::optional<at::Device> device,
+                                   std::optional<bool> pin_memory) {
   TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned; npu tensors live on the device");
   TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
               "npu tensors support only the strided layout, got ", layout.value());
   c10::DeviceIndex idx = device.has_value() && device->has_index() ? device->index() : current_device();
   check_device_index(idx, "tensor creation");
-  CurrentDeviceScope scope(idx);
+  return idx;
+}
+
+at::Tensor npu_empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                     std::optional<at::Device> device, std::optional<bool> pin_memory,
+                     std::optional<at::MemoryFormat> memory_format) {
+  CurrentDeviceScope scope(new_tensor_device(layout, device, pin_memory));
   return at::detail::empty_generic(size, npu_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                    c10::dtype_or_default(dtype), memory_format);
 }
@@ -241,12 +247,7 @@ at::Tensor npu_empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
 at::Tensor npu_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
                              std::optional<at::Layout> layout, std::optional<at::Device> device,
                              std::optional<bool> pin_memory) {
-  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned; npu tensors live on the device");
-  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
-              "npu tensors support only the strided layout, got ", layout.value());
-  c10::DeviceIndex idx = device.has_value() && device->has_index() ? device->index() : current_device();
-  check_device_index(idx, "tensor creation");
-  CurrentDeviceScope scope(idx);
+  CurrentDeviceScope scope(new_tensor_device(layout, device, pin_memory));
   return at::detail::empty_strided_generic(size, stride, npu_allocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                            c10::dtype_or_default(dtype));
