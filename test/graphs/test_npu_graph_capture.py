@@ -58,13 +58,19 @@ def test_memory_allocated_during_capture_keeps_its_address():
     assert_close_to_cpu(out, x.cpu() * 3)
 
 
+def _replay_and_copy_out(g, out, replays):
+    """Cpu copies of ``out`` after each of ``replays`` replays of ``g``."""
+    copies = []
+    for _ in range(replays):
+        g.replay()
+        copies.append(out.cpu().clone())
+    return copies
+
+
 def test_random_ops_advance_at_each_replay():
     torch.npu.manual_seed(0)
     g, out = _capture(lambda: torch.rand(1000, device="npu"))
-    draws = []
-    for _ in range(3):
-        g.replay()
-        draws.append(out.cpu().clone())
+    draws = _replay_and_copy_out(g, out, 3)
     for d in draws:
         assert 0.0 <= d.min() and d.max() < 1.0
         assert 0.4 < d.mean() < 0.6
@@ -76,11 +82,7 @@ def test_random_replays_follow_the_generator_seed():
     def run():
         torch.npu.manual_seed(1234)
         g, out = _capture(lambda: torch.randn(64, device="npu"))
-        values = []
-        for _ in range(2):
-            g.replay()
-            values.append(out.cpu().clone())
-        return values
+        return _replay_and_copy_out(g, out, 2)
 
     assert all(torch.equal(a, b) for a, b in zip(run(), run()))
 

@@ -298,14 +298,21 @@ def test_modes_reduce_overhead_accepted_others_rejected():
         compiled(torch.ones(2, device="npu"))
 
 
-def test_reset_clears_the_trees_and_compiled_code_records_again():
-    cpu_model, npu_model = _pair()
+def _compile_and_record_one_graph(npu_model):
+    """``npu_model`` compiled with npugraphs and called until it holds one recorded graph;
+    returns the compiled model and the device-0 tree manager."""
     compiled = torch.compile(npu_model, backend="npugraphs")
     with torch.no_grad():
         for _ in range(3):
             compiled(torch.randn(2, 8, device="npu"))
     manager = _trees().get_manager(0)
     assert manager.num_graphs() == 1
+    return compiled, manager
+
+
+def test_reset_clears_the_trees_and_compiled_code_records_again():
+    cpu_model, npu_model = _pair()
+    compiled, manager = _compile_and_record_one_graph(npu_model)
     from torch_npu.compiler import npugraphs_backend
 
     npugraphs_backend.reset()
@@ -319,12 +326,7 @@ def test_reset_clears_the_trees_and_compiled_code_records_again():
 
 def test_torch_compiler_reset_reaches_the_trees():
     _, npu_model = _pair()
-    compiled = torch.compile(npu_model, backend="npugraphs")
-    with torch.no_grad():
-        for _ in range(3):
-            compiled(torch.randn(2, 8, device="npu"))
-    manager = _trees().get_manager(0)
-    assert manager.num_graphs() == 1
+    _, manager = _compile_and_record_one_graph(npu_model)
     torch.compiler.reset()
     assert manager.num_graphs() == 0
 
