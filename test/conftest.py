@@ -1,4 +1,5 @@
-"""Session-wide test settings: one Inductor cache directory for the whole run.
+"""Session-wide test settings: one Inductor cache directory for the whole run, and the
+fixtures more than one test folder uses.
 
 Inductor compiles C++ with g++; sharing one cache across every test (and the
 subprocesses they start, which inherit the environment) keeps compiles few.
@@ -6,5 +7,20 @@ subprocesses they start, which inherit the environment) keeps compiles few.
 import os
 import tempfile
 
+import pytest
+
 if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="torch_npu_inductor_cache_")
+
+
+@pytest.fixture
+def two_devices():
+    """npu devices 0 and 1; skips the test when fewer than two npu devices exist."""
+    # torch is imported here, not at module level, so that collecting tests which never
+    # use this fixture does not load torch_npu.
+    import torch
+    import torch_npu  # noqa: F401  (registers the npu device)
+
+    if torch.npu.device_count() < 2:
+        pytest.skip("needs TORCH_NPU_DEVICE_COUNT >= 2")
+    return torch.device("npu", 0), torch.device("npu", 1)

@@ -6,13 +6,6 @@ import torch
 import torch_npu  # noqa: F401  (registers the npu device)
 
 
-@pytest.fixture
-def two_devices():
-    if torch.npu.device_count() < 2:
-        pytest.skip("needs TORCH_NPU_DEVICE_COUNT >= 2")
-    return torch.device("npu", 0), torch.device("npu", 1)
-
-
 @pytest.fixture(autouse=True)
 def _fresh_state():
     # Compiled code and recorded graphs of one test must not serve the next one.

@@ -10,13 +10,6 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "multidevice: needs at least two npu devices")
 
 
-@pytest.fixture
-def two_devices():
-    if torch.npu.device_count() < 2:
-        pytest.skip("needs TORCH_NPU_DEVICE_COUNT >= 2")
-    return torch.device("npu", 0), torch.device("npu", 1)
-
-
 @pytest.fixture(autouse=True)
 def _restore_current_device():
     # A test that changes the current device or stream must not leak it into the next.
