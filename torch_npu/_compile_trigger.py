@@ -25,6 +25,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Callable
 
+from torch_npu._import_delegation import find_spec_elsewhere
+
 # Watched module -> the setup steps its first import triggers. The step functions live in
 # torch_npu.compiler.setup_steps, which is imported only when a step runs, i.e. after the
 # watched module is loaded. torch._dynamo imports torch._inductor.config while it loads,
@@ -213,16 +215,7 @@ class _PostImportFinder:
     def find_spec(self, fullname, path, target=None):  # noqa: ANN001 - importlib protocol
         if fullname not in _watching:
             return None
-        spec = None
-        for finder in list(sys.meta_path):
-            if finder is self:
-                continue
-            find_spec = getattr(finder, "find_spec", None)
-            if find_spec is None:
-                continue
-            spec = find_spec(fullname, path, target)
-            if spec is not None:
-                break
+        spec = find_spec_elsewhere(self, fullname, path, target)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         spec.loader = _HookedLoader(spec.loader, fullname)

@@ -25,6 +25,8 @@ import importlib.util
 import os
 import sys
 
+from torch_npu._import_delegation import find_spec_elsewhere
+
 CANONICAL = "npugraph_ex"
 ALIAS = "torch_npu.dynamo.npugraph_ex"
 _BUNDLED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dynamo", CANONICAL)
@@ -64,15 +66,9 @@ class _NpugraphExFinder:
         return None  # npugraph_ex.<sub>: the path finder resolves it through __path__
 
     def _find_canonical(self, path, target):  # noqa: ANN001
-        for finder in list(sys.meta_path):
-            if finder is self:
-                continue
-            find_spec = getattr(finder, "find_spec", None)
-            if find_spec is None:
-                continue
-            spec = find_spec(CANONICAL, path, target)
-            if spec is not None:
-                return spec
+        spec = find_spec_elsewhere(self, CANONICAL, path, target)
+        if spec is not None:
+            return spec
         init = os.path.join(_BUNDLED_DIR, "__init__.py")
         if not os.path.isfile(init):
             return None
