@@ -23,64 +23,18 @@ import tempfile
 import textwrap
 import time
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench_models import make_inductor_bench_case
 
-# The models live in source form so the first-compile measurement can run them in fresh
-# interpreters exactly as the in-process timing does.
-MODELS_SOURCE = textwrap.dedent(
-    """
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-
-
-    class PointwiseHeavy(nn.Module):
-        # Twelve elementwise ops over a 1M-element tensor: eager makes twelve passes and
-        # allocations, Inductor fuses them into one kernel.
-        def forward(self, x):
-            y = torch.sin(x) * 1.5 + 0.25
-            y = torch.tanh(y) * torch.sigmoid(x)
-            y = torch.exp(-y.abs()) + y * y
-            y = torch.where(y > 0.5, y - 0.5, y * 0.1)
-            return torch.sqrt(y.abs() + 1e-3) * torch.cos(x)
-
-
-    class TransformerBlock(nn.Module):
-        def __init__(self, dim=256, heads=8):
-            super().__init__()
-            self.heads = heads
-            self.ln1 = nn.LayerNorm(dim)
-            self.qkv = nn.Linear(dim, 3 * dim)
-            self.proj = nn.Linear(dim, dim)
-            self.ln2 = nn.LayerNorm(dim)
-            self.ff1 = nn.Linear(dim, 4 * dim)
-            self.ff2 = nn.Linear(4 * dim, dim)
-
-        def forward(self, x):
-            b, t, d = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
-            q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
-            attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.proj(attn.transpose(1, 2).reshape(b, t, d))
-            return x + self.ff2(F.gelu(self.ff1(self.ln2(x))))
-
-
-    def make(name):
-        torch.manual_seed(0)
-        if name == "pointwise":
-            return PointwiseHeavy(), torch.randn(1 << 20)
-        return TransformerBlock().eval(), torch.randn(4, 128, 256)
-    """
-)
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(BENCH_DIR)
 
 FIRST_COMPILE_CHILD = textwrap.dedent(
     """
     import sys, time
     import torch
     import torch_npu  # noqa: F401
-    ns = {}
-    exec(sys.argv[3], ns)
-    model, x = ns["make"](sys.argv[1])
+    from bench_models import make_inductor_bench_case
+    model, x = make_inductor_bench_case(sys.argv[1])
     device = sys.argv[2]
     model, x = model.to(device), x.to(device)
     compiled = torch.compile(model, options={"npu_backend": "default"})
@@ -92,12 +46,6 @@ FIRST_COMPILE_CHILD = textwrap.dedent(
         print(time.perf_counter() - start)
     """
 )
-
-
-def _models():
-    ns: dict = {}
-    exec(MODELS_SOURCE, ns)
-    return ns["make"]
 
 
 def time_calls(fn, x, repeat: int, sync) -> float:
@@ -121,11 +69,10 @@ def steady_state(repeat: int) -> dict:
     import torch
     import torch_npu  # noqa: F401
 
-    make = _models()
     sync = torch.npu.synchronize
     results: dict = {}
     for name in ("pointwise", "transformer"):
-        model, x = make(name)
+        model, x = make_inductor_bench_case(name)
         model, x = model.to("npu"), x.to("npu")
         row = {"eager_s": time_calls(model, x, repeat, sync)}
         for backend in ("default", "mlir"):
@@ -148,10 +95,13 @@ def first_compile(name: str, device: str, cache_dir: str) -> float:
     env = {
         **os.environ,
         "TORCHINDUCTOR_CACHE_DIR": cache_dir,
-        "PYTHONPATH": os.pathsep.join(p for p in (REPO_ROOT, os.environ.get("PYTHONPATH")) if p),
+        # The bench directory makes ``bench_models`` importable in the child.
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (BENCH_DIR, REPO_ROOT, os.environ.get("PYTHONPATH")) if p
+        ),
     }
     out = subprocess.run(
-        [sys.executable, "-c", FIRST_COMPILE_CHILD, name, device, MODELS_SOURCE],
+        [sys.executable, "-c", FIRST_COMPILE_CHILD, name, device],
         env=env,
         check=True,
         capture_output=True,
