@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -65,6 +66,15 @@ class TransformerBlock(nn.Module):
         return x + self.ff2(F.gelu(self.ff1(self.ln2(x))))
 
 
+# The models every backend's forward+backward test runs, each with a cpu input maker:
+# ``@pytest.mark.parametrize("make_model, make_input", MODEL_CASES)``.
+MODEL_CASES = [
+    pytest.param(MLP, lambda: torch.randn(16, 32), id="mlp"),
+    pytest.param(SmallCNN, lambda: torch.randn(4, 3, 16, 16), id="cnn"),
+    pytest.param(TransformerBlock, lambda: torch.randn(2, 8, 32), id="transformer"),
+]
+
+
 def on_both(model: nn.Module) -> tuple[nn.Module, nn.Module]:
     """The same weights on cpu and on npu."""
     torch.manual_seed(0)
@@ -89,3 +99,22 @@ def forward_backward(model: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, l
     out = model(x)
     out.square().mean().backward()
     return out.detach(), [p.grad for p in model.parameters()]
+
+
+def assert_forward_backward_matches_cpu(
+    make_model, make_input, compile_npu, *, grad_atol: float = 1e-4, grad_rtol: float = 1e-4
+) -> None:
+    """A ``MODEL_CASES`` case compiled on npu by ``compile_npu`` against cpu eager on the
+    same weights and input: output, parameter gradients and buffers."""
+    torch.manual_seed(0)
+    cpu_model = make_model()
+    npu_model = copy.deepcopy(cpu_model).to(NPU)
+    x = make_input()
+
+    out_cpu, grads_cpu = forward_backward(cpu_model, x)
+    out_npu, grads_npu = forward_backward(compile_npu(npu_model), x.to(NPU))
+
+    assert_close_to_cpu(out_npu, out_cpu)
+    assert_close_to_cpu(grads_npu, grads_cpu, atol=grad_atol, rtol=grad_rtol)
+    # BatchNorm's running statistics are updated by the compiled graph as well.
+    assert_close_to_cpu(list(npu_model.buffers()), list(cpu_model.buffers()))

@@ -14,10 +14,11 @@ import torch_npu  # noqa: F401  (registers the npu device)
 
 from inductor_models import (
     MLP,
+    MODEL_CASES,
     NPU,
-    SmallCNN,
     TransformerBlock,
     assert_close_to_cpu,
+    assert_forward_backward_matches_cpu,
     forward_backward,
 )
 
@@ -26,27 +27,9 @@ def compile_default(fn, **kwargs):
     return torch.compile(fn, backend="inductor", options={"npu_backend": "default"}, **kwargs)
 
 
-@pytest.mark.parametrize(
-    "make_model, make_input",
-    [
-        pytest.param(MLP, lambda: torch.randn(16, 32), id="mlp"),
-        pytest.param(SmallCNN, lambda: torch.randn(4, 3, 16, 16), id="cnn"),
-        pytest.param(TransformerBlock, lambda: torch.randn(2, 8, 32), id="transformer"),
-    ],
-)
+@pytest.mark.parametrize("make_model, make_input", MODEL_CASES)
 def test_forward_backward_matches_cpu(make_model, make_input):
-    torch.manual_seed(0)
-    cpu_model = make_model()
-    npu_model = copy.deepcopy(cpu_model).to(NPU)
-    x = make_input()
-
-    out_cpu, grads_cpu = forward_backward(cpu_model, x)
-    out_npu, grads_npu = forward_backward(compile_default(npu_model), x.to(NPU))
-
-    assert_close_to_cpu(out_npu, out_cpu)
-    assert_close_to_cpu(grads_npu, grads_cpu)
-    # BatchNorm's running statistics are updated by the compiled graph as well.
-    assert_close_to_cpu(list(npu_model.buffers()), list(cpu_model.buffers()))
+    assert_forward_backward_matches_cpu(make_model, make_input, compile_default)
 
 
 def test_training_step_with_optimizer_matches_cpu():

@@ -17,11 +17,10 @@ pytest.importorskip("torch_mlir")
 
 from inductor_models import (  # noqa: E402
     MLP,
+    MODEL_CASES,
     NPU,
-    SmallCNN,
-    TransformerBlock,
     assert_close_to_cpu,
-    forward_backward,
+    assert_forward_backward_matches_cpu,
 )
 
 from torch_npu.compiler.inductor import mlir as mlir_backend  # noqa: E402
@@ -50,26 +49,14 @@ def _fresh_counters():
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-@pytest.mark.parametrize(
-    "make_model, make_input",
-    [
-        pytest.param(MLP, lambda: torch.randn(16, 32), id="mlp"),
-        pytest.param(SmallCNN, lambda: torch.randn(4, 3, 16, 16), id="cnn"),
-        pytest.param(TransformerBlock, lambda: torch.randn(2, 8, 32), id="transformer"),
-    ],
-)
+@pytest.mark.parametrize("make_model, make_input", MODEL_CASES)
 def test_forward_backward_matches_cpu_without_fallback(make_model, make_input, dynamic):
-    torch.manual_seed(0)
-    cpu_model = make_model()
-    npu_model = copy.deepcopy(cpu_model).to(NPU)
-    x = make_input()
-
-    out_cpu, grads_cpu = forward_backward(cpu_model, x)
-    out_npu, grads_npu = forward_backward(compile_mlir(npu_model, dynamic=dynamic), x.to(NPU))
-
-    assert_close_to_cpu(out_npu, out_cpu)
-    assert_close_to_cpu(grads_npu, grads_cpu, atol=1e-4, rtol=1e-3)
-    assert_close_to_cpu(list(npu_model.buffers()), list(cpu_model.buffers()))
+    assert_forward_backward_matches_cpu(
+        make_model,
+        make_input,
+        lambda npu_model: compile_mlir(npu_model, dynamic=dynamic),
+        grad_rtol=1e-3,
+    )
     assert_all_kernels_mlir()
 
 
