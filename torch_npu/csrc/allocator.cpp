@@ -285,6 +285,12 @@ std::optional<c10::DeviceIndex> device_of_ptr(const void* ptr) {
   return std::nullopt;
 }
 
+int64_t pool_of_ptr(const void* ptr) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_live.find(const_cast<void*>(ptr));
+  return it == g_live.end() ? -1 : it->second->pool;
+}
+
 bool is_device_memory_deleter(c10::DeleterFnPtr deleter) { return deleter == &free_block; }
 
 MemoryStats memory_stats(c10::DeviceIndex device) {

@@ -57,7 +57,7 @@ std::vector<at::Tensor> run_on_device(const std::vector<at::Tensor>& inputs, con
   }
   std::vector<at::Tensor> keep(inputs);
   keep.insert(keep.end(), outs.begin(), outs.end());
-  record_host_call([fn, aliases, out_aliases, keep]() {
+  record_host_call([fn, aliases, out_aliases]() {
     std::vector<at::Tensor> results = fn(aliases);
     for (size_t i = 0; i < results.size(); ++i) {
       if (out_aliases[i].defined()) {
@@ -65,7 +65,7 @@ std::vector<at::Tensor> run_on_device(const std::vector<at::Tensor>& inputs, con
         dst.copy_(results[i]);
       }
     }
-  });
+  }, std::move(keep));
   return outs;
 }
 

@@ -18,10 +18,18 @@ class GraphCapture {
     if (!left) exchange_capture_pool(previous_pool);
     left = true;
   }
+  // Records a node. Tensors whose memory lives outside the graph's pool are kept alive
+  // for as long as the graph (replay reads and writes them); memory of the pool is left
+  // to the pool, so a block freed during capture is reused by later recorded work, in
+  // the order replay follows, as on real hardware.
   void add_node(std::function<void()> fn, std::vector<at::Tensor> keep) {
     std::lock_guard<std::mutex> lock(mu);
     nodes.push_back(std::move(fn));
-    for (auto& t : keep) keep_alive.push_back(std::move(t));
+    for (auto& t : keep) {
+      const void* base = t.storage().data();
+      if (base != nullptr && pool_of_ptr(base) == pool) continue;
+      keep_alive.push_back(std::move(t));
+    }
   }
   std::mutex mu;
   int64_t pool;
@@ -50,6 +58,32 @@ std::optional<size_t> aliased_argument(const c10::FunctionSchema& schema, size_t
     }
   }
   return std::nullopt;
+}
+
+// The out= overload of a functional operator whose leading arguments are the operator's
+// own and whose trailing arguments are one written tensor per return; replaying through
+// it writes straight into the graph's output memory instead of allocating and copying.
+std::optional<c10::OperatorHandle> out_overload(const c10::FunctionSchema& schema) {
+  if (schema.overload_name() == "out") return std::nullopt;
+  auto out = c10::Dispatcher::singleton().findSchema({schema.name(), "out"});
+  if (!out.has_value()) return std::nullopt;
+  const auto& out_schema = out->schema();
+  const auto& args = schema.arguments();
+  const auto& out_args = out_schema.arguments();
+  const size_t num_returns = schema.returns().size();
+  if (out_args.size() != args.size() + num_returns || out_schema.returns().size() != num_returns) {
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (out_args[i].name() != args[i].name() || *out_args[i].type() != *args[i].type()) return std::nullopt;
+  }
+  for (size_t i = args.size(); i < out_args.size(); ++i) {
+    const auto* alias = out_args[i].alias_info();
+    if (alias == nullptr || !alias->isWrite() || out_args[i].type()->kind() != c10::TypeKind::TensorType) {
+      return std::nullopt;
+    }
+  }
+  return out;
 }
 
 at::Tensor meta_like(const at::Tensor& t) {
@@ -99,10 +133,10 @@ void check_not_capturing(const char* what) {
                 "captured. The capture was aborted; move this call outside the captured region.");
 }
 
-void record_host_call(std::function<void()> fn) {
+void record_host_call(std::function<void()> fn, std::vector<at::Tensor> keep) {
   GraphCapture* capture = tls_capture;
   TORCH_INTERNAL_ASSERT(capture != nullptr);
-  capture->add_node(std::move(fn), {});
+  capture->add_node(std::move(fn), std::move(keep));
 }
 
 void record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
@@ -204,6 +238,28 @@ void record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     if (backing_cpu_generator(g.second).unsafeGetGeneratorImpl() != cpu_gen.unsafeGetGeneratorImpl()) {
       g.second = at::Generator();  // a user generator: keep the CPU generator it had
     }
+  }
+
+  // Functional operators with a matching out= overload replay into their outputs directly.
+  bool all_outputs_fresh = output_slots.size() == num_returns;
+  for (size_t r = 0; r < output_slots.size() && all_outputs_fresh; ++r) {
+    all_outputs_fresh = output_slots[r].first == r;
+  }
+  std::optional<c10::OperatorHandle> out_op = all_outputs_fresh ? out_overload(schema) : std::nullopt;
+  if (out_op.has_value()) {
+    std::vector<c10::IValue> out_args(cpu_args);
+    for (const auto& slot : output_slots) out_args.emplace_back(slot.second);
+    c10::OperatorHandle out_handle = *out_op;
+    capture->add_node([out_handle, out_args, generators]() {
+      torch::jit::Stack s(out_args.begin(), out_args.end());
+      for (const auto& g : generators) {
+        if (g.second.defined()) s[g.first] = c10::IValue(backing_cpu_generator(g.second));
+      }
+      out_handle.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+    }, std::move(keep));
+    stack->erase(stack->begin() + begin, stack->end());
+    for (auto& r : results) stack->push_back(std::move(r));
+    return;
   }
 
   c10::OperatorHandle handle = op;

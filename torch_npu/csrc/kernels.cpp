@@ -262,7 +262,7 @@ at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*n
     // npu -> npu copy inside a capture: record it.
     at::Tensor src_alias = cpu_alias(self);
     at::Tensor dst_alias = cpu_alias(dst);
-    record_host_call([src_alias, dst_alias]() mutable { dst_alias.copy_(src_alias); });
+    record_host_call([src_alias, dst_alias]() mutable { dst_alias.copy_(src_alias); }, {self, dst});
     return dst;
   }
   at::Tensor src_cpu = as_cpu_view(self);

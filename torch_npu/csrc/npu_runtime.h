@@ -50,6 +50,8 @@ c10::DataPtr allocate_device_memory(size_t nbytes, c10::DeviceIndex device, c10:
 bool is_device_memory_deleter(c10::DeleterFnPtr deleter);
 // The device whose memory holds `ptr`, if any.
 std::optional<c10::DeviceIndex> device_of_ptr(const void* ptr);
+// The memory pool of the block starting at `ptr` (0 = general cache), or -1 if none.
+int64_t pool_of_ptr(const void* ptr);
 MemoryStats memory_stats(c10::DeviceIndex device);
 void reset_peak_memory_stats(c10::DeviceIndex device);
 void empty_cache();
@@ -101,7 +103,8 @@ void check_not_capturing(const char* what);
 void record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                      const std::vector<std::pair<at::Tensor, at::Tensor>>& npu_to_cpu,
                      c10::DeviceIndex device);
-void record_host_call(std::function<void()> fn);
+// Records a host call into the active capture; `keep` are the npu tensors it uses.
+void record_host_call(std::function<void()> fn, std::vector<at::Tensor> keep = {});
 
 // ---- tensor aliasing ------------------------------------------------------
 // A CPU tensor over the same bytes as the npu tensor `t` (no copy).
