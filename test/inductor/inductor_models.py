@@ -75,6 +75,16 @@ MODEL_CASES = [
 ]
 
 
+def mlp_with_adam_on_both() -> tuple[nn.Module, nn.Module, torch.optim.Optimizer, torch.optim.Optimizer]:
+    """An MLP with the same weights on cpu and npu, each with its own Adam (lr 1e-2)."""
+    torch.manual_seed(0)
+    cpu_model = MLP()
+    npu_model = copy.deepcopy(cpu_model).to(NPU)
+    cpu_opt = torch.optim.Adam(cpu_model.parameters(), lr=1e-2)
+    npu_opt = torch.optim.Adam(npu_model.parameters(), lr=1e-2)
+    return cpu_model, npu_model, cpu_opt, npu_opt
+
+
 def on_both(model: nn.Module) -> tuple[nn.Module, nn.Module]:
     """The same weights on cpu and on npu."""
     torch.manual_seed(0)

@@ -20,6 +20,7 @@ from inductor_models import (
     assert_close_to_cpu,
     assert_forward_backward_matches_cpu,
     forward_backward,
+    mlp_with_adam_on_both,
 )
 
 
@@ -33,11 +34,7 @@ def test_forward_backward_matches_cpu(make_model, make_input):
 
 
 def test_training_step_with_optimizer_matches_cpu():
-    torch.manual_seed(0)
-    cpu_model = MLP()
-    npu_model = copy.deepcopy(cpu_model).to(NPU)
-    cpu_opt = torch.optim.Adam(cpu_model.parameters(), lr=1e-2)
-    npu_opt = torch.optim.Adam(npu_model.parameters(), lr=1e-2)
+    cpu_model, npu_model, cpu_opt, npu_opt = mlp_with_adam_on_both()
     compiled_model = compile_default(npu_model)
 
     @compile_default

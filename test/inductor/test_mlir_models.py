@@ -7,7 +7,6 @@ transformer block, static and dynamic shapes, and a full training step.
 """
 from __future__ import annotations
 
-import copy
 
 import pytest
 import torch
@@ -16,11 +15,11 @@ torch_npu = pytest.importorskip("torch_npu")
 pytest.importorskip("torch_mlir")
 
 from inductor_models import (  # noqa: E402
-    MLP,
     MODEL_CASES,
     NPU,
     assert_close_to_cpu,
     assert_forward_backward_matches_cpu,
+    mlp_with_adam_on_both,
 )
 
 from torch_npu.compiler.inductor import mlir as mlir_backend  # noqa: E402
@@ -61,11 +60,7 @@ def test_forward_backward_matches_cpu_without_fallback(make_model, make_input, d
 
 
 def test_training_step_with_optimizer_matches_cpu_without_fallback():
-    torch.manual_seed(0)
-    cpu_model = MLP()
-    npu_model = copy.deepcopy(cpu_model).to(NPU)
-    cpu_opt = torch.optim.Adam(cpu_model.parameters(), lr=1e-2)
-    npu_opt = torch.optim.Adam(npu_model.parameters(), lr=1e-2)
+    cpu_model, npu_model, cpu_opt, npu_opt = mlp_with_adam_on_both()
     x = torch.randn(16, 32)
 
     def step(model, opt, inp):

@@ -26,6 +26,13 @@ __all__ = [
 ]
 
 
+def _given_or_current_stream(stream: torch.Stream | None, what: str) -> torch.Stream:
+    if stream is None:
+        return current_stream()
+    _check_npu_stream(stream, what)
+    return stream
+
+
 def _check_npu_stream(stream: Any, what: str) -> None:
     if not isinstance(stream, torch.Stream):
         raise TypeError(f"{what} expects a torch.Stream, but got {type(stream).__name__}")
@@ -92,19 +99,11 @@ class Event(torch.Event):
 
     def record(self, stream: torch.Stream | None = None) -> None:
         """Record the event on ``stream`` (default: the current stream)."""
-        if stream is None:
-            stream = current_stream()
-        else:
-            _check_npu_stream(stream, "Event.record")
-        super().record(stream)
+        super().record(_given_or_current_stream(stream, "Event.record"))
 
     def wait(self, stream: torch.Stream | None = None) -> None:
         """Make ``stream`` (default: the current stream) wait for this event."""
-        if stream is None:
-            stream = current_stream()
-        else:
-            _check_npu_stream(stream, "Event.wait")
-        super().wait(stream)
+        super().wait(_given_or_current_stream(stream, "Event.wait"))
 
     def elapsed_time(self, end_event: torch.Event) -> float:
         """Milliseconds between this event and ``end_event`` (both recorded, with timing)."""
