@@ -34,7 +34,18 @@ setup(
     install_requires=["torch==2.13.0"],
     extras_require={
         "mlir": ["torch-mlir==20261001"],
-        "test": ["pytest", "parameterized", "onnx", "onnxscript"],
+        "test": [
+            "pytest",
+            "parameterized",
+            "onnx",
+            "onnxscript",
+            # Real client code the tests run on npu. torchvision 0.28.0 on the index is a
+            # CUDA build whose C++ ops do not load against the CPU torch; the tests define
+            # its two op schemas before importing its pure-Python model code.
+            "torchvision==0.28.0",
+            "transformers==5.23.0",
+            "accelerate==1.15.0",
+        ],
     },
     ext_modules=[
         CppExtension(

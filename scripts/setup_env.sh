@@ -2,7 +2,8 @@
 # Creates .venv with the CPU build of torch==2.13.0 and installs torch_npu into it
 # (editable, so its entry points exist). The extension is built without build isolation
 # against that torch; pip never resolves torch on its own. `--test` adds the test extras
-# (pytest, parameterized, onnx, onnxscript) and the optional MLIR backend (torch-mlir).
+# (pytest, parameterized, onnx, onnxscript, and the real client libraries torchvision,
+# transformers and accelerate) and the optional MLIR backend (torch-mlir).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras=""
