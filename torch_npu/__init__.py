@@ -3,7 +3,8 @@
 Importing the package loads the runtime (``torch_npu._C``), renames PrivateUse1 to
 ``npu``, registers ``torch.npu`` and the ``.npu()``/``is_npu`` methods, and installs two
 import-system finders: the compile trigger (Dynamo/Inductor integration is set up when
-those modules are first imported, never here) and the ``npugraph_ex`` alias. It imports
+those modules are first imported, never here) and the ``npugraph_ex`` alias, and registers
+the fused ``npu_*`` operators (``torch.ops.npu``, bound as ``torch_npu.<name>``). It imports
 no compiler module and initialises no device, so it costs about what ``import torch`` costs.
 """
 from __future__ import annotations
@@ -48,6 +49,11 @@ from torch_npu import _autograd_exit_barrier, _compile_trigger, _npugraph_ex_fin
 _autograd_exit_barrier.register()
 _compile_trigger.install()
 _npugraph_ex_finder.install()
+
+# The fused npu_* operators: torch.ops.npu.<name>, bound here as torch_npu.<name>.
+from torch_npu import ops as _ops  # noqa: E402
+
+globals().update(_ops.register_all())
 
 # Subpackages that load on first attribute access (PEP 562), so that
 # ``torch_npu.compiler`` or ``torch_npu.dynamo`` cost nothing until used.

@@ -1,0 +1,30 @@
+"""The fused ``npu_*`` operators that Ascend model code calls, as real PyTorch operators.
+
+Code written for Ascend calls ``torch_npu.npu_rms_norm(...)``, ``torch_npu.npu_fusion_attention(...)``
+and so on, and exported programs refer to them as ``torch.ops.npu.<name>``. Each op family is one
+module of this package: it defines its operators in the ``npu`` namespace with the Ascend schemas
+(through its own ``torch.library.Library("npu", "FRAGMENT")``, kept alive by the module) and
+registers the npu kernel, a fake kernel (so ``torch.compile`` and ``torch.export`` trace it) and
+autograd where Ascend has a backward. A family's ``__all__`` names the callables it exports as
+``torch_npu.<name>``.
+
+``import torch_npu`` registers every family: schemas and registrations cost little, and a family
+keeps heavy kernel code out of its import (it is imported on first call).
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Op family modules under torch_npu.ops, in registration order.
+FAMILIES: tuple[str, ...] = ()
+
+
+def register_all() -> dict[str, Any]:
+    """Import every family (which registers its operators); return ``{public name: callable}``."""
+    exported: dict[str, Any] = {}
+    for family in FAMILIES:
+        module = importlib.import_module(f"{__name__}.{family}")
+        for name in module.__all__:
+            exported[name] = getattr(module, name)
+    return exported
