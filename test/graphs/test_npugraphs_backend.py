@@ -313,7 +313,7 @@ def _compile_and_record_one_graph(npu_model):
 def test_reset_clears_the_trees_and_compiled_code_records_again():
     cpu_model, npu_model = _pair()
     compiled, manager = _compile_and_record_one_graph(npu_model)
-    from torch_npu.compiler import npugraphs_backend
+    from torch_npu.compiler.backends import npugraphs as npugraphs_backend
 
     npugraphs_backend.reset()
     assert manager.num_graphs() == 0
