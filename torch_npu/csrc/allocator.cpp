@@ -64,8 +64,6 @@ std::vector<DeviceState>& devices() {
 std::unordered_map<int64_t, Pool> g_pools;
 int64_t g_next_pool = 1;
 thread_local int64_t tls_pool = 0;
-// Pool of the graph being captured (any thread's allocations go there during capture).
-std::atomic<int64_t> g_capture_pool{0};
 
 void release_free_blocks(DeviceState& dev, int64_t pool) {
   auto it = dev.free_blocks.find(pool);
@@ -144,7 +142,8 @@ std::string format_bytes(int64_t n) {
 
 Block* take_block(c10::DeviceIndex device, size_t nbytes) {
   size_t size = round_size(nbytes);
-  int64_t pool = tls_pool != 0 ? tls_pool : g_capture_pool.load(std::memory_order_relaxed);
+  // During a capture, memory for work queued on the captured stream comes from its pool.
+  int64_t pool = tls_pool != 0 ? tls_pool : capture_pool_for_allocation(device);
   std::lock_guard<std::mutex> lock(g_mutex);
   DeviceState& dev = devices()[device];
   auto& free_map = dev.free_blocks[pool];
@@ -361,8 +360,6 @@ void release_pool(int64_t pool) {
     g_pools.erase(it);
   }
 }
-
-int64_t exchange_capture_pool(int64_t pool) { return g_capture_pool.exchange(pool); }
 
 int64_t exchange_thread_pool(int64_t pool) {
   int64_t previous = tls_pool;

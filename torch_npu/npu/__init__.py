@@ -84,6 +84,8 @@ _INDUCTOR_CODEGEN_NAMES = frozenset({"Scheduling", "PythonWrapperCodegen", "CppW
 
 
 def __getattr__(name: str) -> Any:
+    if name == "graphs":  # torch.npu.graphs.capture_report, as torch.cuda.graphs is reachable
+        return importlib.import_module(f"{__name__}.graphs")
     submodule = _LAZY_NAMES.get(name)
     if submodule is not None:
         try:
