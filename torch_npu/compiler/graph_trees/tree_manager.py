@@ -50,13 +50,13 @@ class CompilationMode(enum.Enum):
     INFERENCE = "inference"
 
 
-def _signature(args: list[Any], skip: set[int]) -> tuple:
-    # Static inputs (parameters, buffers) are left out: Dynamo guards their metadata, and
-    # their addresses are checked by RecordedGraph.matches; this runs on every call.
+def _signature(args: list[Any], indices: list[int]) -> tuple:
+    # Only the inputs at `indices`: static inputs (parameters, buffers) are left out, since
+    # Dynamo guards their metadata and RecordedGraph.matches checks their addresses; this
+    # runs on every call.
     key = []
-    for i, a in enumerate(args):
-        if i in skip:
-            continue
+    for i in indices:
+        a = args[i]
         if isinstance(a, torch.Tensor):
             key.append((a.shape, a.stride(), a.dtype, a.device))
         elif isinstance(a, (int, float, bool, str)) or a is None:
@@ -173,6 +173,8 @@ class GraphFunction:
         self._graphs: dict[tuple, list[RecordedGraph]] = {}
         self._warned = False
         self._warned_dynamic = False
+        self._signature_idxs: list[int] = []
+        self._signature_len = -1
         manager.register(self)
 
     def num_graphs(self) -> int:
@@ -244,7 +246,10 @@ class GraphFunction:
             return self._eager(args)
         manager = self.manager
         with manager.lock:
-            key = _signature(args, self.static_input_idxs)
+            if self._signature_len != len(args):
+                self._signature_len = len(args)
+                self._signature_idxs = [i for i in range(len(args)) if i not in self.static_input_idxs]
+            key = _signature(args, self._signature_idxs)
             graphs = self._graphs.get(key)
             if graphs is None:
                 # Warm-up: one eager run per signature, so one-time work (lazy
