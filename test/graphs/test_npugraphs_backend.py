@@ -129,10 +129,10 @@ def test_two_models_interleaved():
             x = torch.randn(5, 8)
             ya = ca(x.npu())
             yb = cb(ya)  # b consumes a's output (graph memory)
-            ya2 = ca(yb)  # a again, on b's output
             ref_a = cpu_a(x)
             ref_b = cpu_b(ref_a)
             assert_close_to_cpu(ya, ref_a)
+            ya2 = ca(yb)  # a again, on b's output: a's memory (ya) is overwritten
             assert_close_to_cpu(yb, ref_b)
             assert_close_to_cpu(ya2, cpu_a(ref_b))
 
