@@ -294,9 +294,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=15, help="interleaved timing blocks per model")
     parser.add_argument("--block-steps", type=int, default=10, help="steps of each variant per block")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="intra-op threads (torch.set_num_threads). 1 by default: these models are launch-bound, and "
+        "with 2 OpenMP threads on a loaded 2-core machine, kernels run back to back from a replay wait "
+        "for spinning OpenMP workers (GPT-2 decode replays seen at 70-140 ms instead of 0.2 ms)",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--only", choices=["linear_ln_gelu", "many_small_ops", "gpt2_decode"])
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     from bench_graphs import ManySmallOps
 
     def linear_case(train: bool) -> tuple:
@@ -309,7 +318,7 @@ def main() -> None:
 
     cases: dict[str, Any] = {"linear_ln_gelu": linear_case, "many_small_ops": small_ops_case}
     gpt2 = _gpt2_case()
-    results: dict[str, Any] = {"load_average_1min": os.getloadavg()[0]}
+    results: dict[str, Any] = {"load_average_1min": os.getloadavg()[0], "threads": torch.get_num_threads()}
     if isinstance(gpt2, str):
         results["gpt2_decode_skipped"] = gpt2
     else:

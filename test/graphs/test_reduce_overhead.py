@@ -359,3 +359,28 @@ def test_thousand_replays_leave_memory_allocated_unchanged():
         compiled(x)
     assert torch.npu.memory_allocated() == before
     assert _manager().stats["replays"] >= 1000
+
+
+def test_re_recording_is_bounded_by_the_unexpected_rerecord_limit(caplog):
+    from torch._inductor import config
+
+    torch.manual_seed(0)
+    cpu = torch.nn.Linear(4, 3)
+    npu = copy.deepcopy(cpu).npu()
+    compiled = torch.compile(npu, mode="reduce-overhead")
+    with caplog.at_level(logging.WARNING, logger="torch_npu.compiler.graph_trees"), config.patch(
+        {"triton.cudagraph_unexpected_rerecord_limit": 2}
+    ), torch.no_grad():
+        for i in range(7):
+            # The parameter moves to new memory at every call: a recorded graph, which
+            # borrowed it at its old address, cannot replay.
+            w = torch.randn(3, 4)
+            cpu.weight.data = w
+            npu.weight.data = w.npu()
+            x = torch.randn(2, 4)
+            assert_close_to_cpu(compiled(x.npu()), cpu(x))
+    stats = _manager().stats
+    # warm-up, the first recording, two re-recordings; then uncaptured.
+    assert stats["records"] == 3 and stats["eager_runs"] == 3, stats
+    lines = [r.getMessage() for r in caplog.records if "runs uncaptured" in r.getMessage()]
+    assert len(lines) == 1 and "cudagraph_unexpected_rerecord_limit=2" in lines[0], lines

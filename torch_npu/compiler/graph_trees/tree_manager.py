@@ -61,6 +61,11 @@ def current_generation() -> tuple[int, int]:
     return (0, guard.GenerationTracker.generation if guard is not None else 0)
 
 
+def _rerecord_limit() -> int | None:
+    inductor_config = sys.modules.get("torch._inductor.config")
+    return inductor_config.triton.cudagraph_unexpected_rerecord_limit if inductor_config is not None else None
+
+
 class CompilationMode(enum.Enum):
     FORWARD = "forward"
     BACKWARD = "backward"
@@ -196,6 +201,7 @@ class GraphFunction:
         self._graphs: dict[tuple, list[RecordedGraph]] = {}
         self._warned = False
         self._warned_dynamic = False
+        self._rerecords = 0
         self._signature_idxs: list[int] = []
         self._signature_len = -1
         manager.register(self)
@@ -292,6 +298,19 @@ class GraphFunction:
                     manager.stats["replays"] += 1
                     return g.run(args, generation)
 
+            if graphs and not candidates:
+                # Borrowed inputs (parameters, buffers, other graphs' outputs) at new
+                # addresses: an unexpected re-record, bounded as CUDA graph trees bound it.
+                self._rerecords += 1
+                limit = _rerecord_limit()
+                if limit is not None and self._rerecords > limit:
+                    self._warn(
+                        f"it exceeded the re-recording limit (torch._inductor.config.triton."
+                        f"cudagraph_unexpected_rerecord_limit={limit}): its parameters, buffers or inputs "
+                        f"from other NPU graphs keep arriving at new addresses"
+                    )
+                    return self._eager(args)
+
             if len(graphs) < MAX_GRAPHS_PER_SIGNATURE:
                 graph = self._record(args)
                 if graph is None:
@@ -309,6 +328,10 @@ class GraphFunction:
                 # whatever is held is moved off the graph's memory by run().
                 manager.stats["replays"] += 1
                 return candidates[0].run(args, generation, move_all=True)
+            self._warn(
+                f"{MAX_GRAPHS_PER_SIGNATURE} graphs were recorded for this input signature and none "
+                f"matches the addresses of its parameters, buffers or inputs from other NPU graphs"
+            )
             return self._eager(args)
 
     def _record(self, args: list[Any]) -> RecordedGraph | None:
