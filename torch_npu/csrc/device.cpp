@@ -53,6 +53,8 @@ void lazy_init() {
   if (g_initialized.load(std::memory_order_acquire)) return;
   std::call_once(g_init_once, [] {
     device_count();
+    device_profile();  // a bad TORCH_NPU_DEVICE_MODEL or PYTORCH_NPU_ALLOC_CONF fails here, clearly
+    init_allocator();
     g_initialized.store(true, std::memory_order_release);
   });
 }

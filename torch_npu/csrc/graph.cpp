@@ -129,7 +129,10 @@ c10::IValue to_meta(const c10::IValue& iv) {
 GraphCapture* active_capture() { return tls_capture; }
 
 void check_not_capturing(const char* what) {
-  if (tls_capture == nullptr) return;
+  if (tls_capture == nullptr) {
+    note_host_sync(what);  // every caller is a host synchronisation point
+    return;
+  }
   abort_capture(std::string(what) +
                 " needs the host to wait for the npu, which is not allowed while an NPU graph is being "
                 "captured. The capture was aborted; move this call outside the captured region.");

@@ -120,6 +120,9 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeDevice(const c10::DeviceIndex /*device_index*/) const override {
     check_not_capturing("device synchronization (torch.npu.synchronize)");
   }
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    return device_capability(d.has_index() ? d.index() : current_device());
+  }
   bool isStreamCapturing(const c10::Stream& /*stream*/) const override { return active_capture() != nullptr; }
   void recordDataPtrOnStream(const c10::DataPtr& /*data_ptr*/, const c10::Stream& /*stream*/) const override {
     // Memory is reused only after the host has finished every kernel that used it.

@@ -25,6 +25,7 @@ __all__ = [
     "device",
     "device_of",
     "synchronize",
+    "can_device_access_peer",
 ]
 
 
@@ -128,3 +129,12 @@ def synchronize(device: Any = None) -> None:
     else:
         _C._synchronize(_get_device_index(device, optional=True))
 
+
+
+def can_device_access_peer(device: Any, peer_device: Any) -> bool:
+    """Whether ``device`` can read and write memory of ``peer_device`` directly. All
+    simulated devices live in one host memory, so any two distinct devices can (a device
+    is not its own peer, as with ``torch.cuda.can_device_access_peer``)."""
+    index = _get_device_index(device, optional=True)
+    peer = _get_device_index(peer_device)
+    return index != peer
