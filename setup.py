@@ -53,7 +53,10 @@ setup(
             sources,
             # -g0 overrides the -g of Python's default flags: debug info triples the
             # compile time of each runtime file (ATen's headers) for no user benefit.
-            extra_compile_args={"cxx": ["-O2", "-g0", "-std=c++17", "-fvisibility=hidden"]},
+            # OpenMP for at::parallel_for in the runtime's own kernels; at run time this binds to
+            # the libgomp torch already loaded, so the kernels share torch's thread team.
+            extra_compile_args={"cxx": ["-O2", "-g0", "-std=c++17", "-fvisibility=hidden", "-fopenmp"]},
+            extra_link_args=["-fopenmp"],
         )
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
