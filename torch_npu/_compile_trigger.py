@@ -43,9 +43,10 @@ STEPS: dict[str, tuple[str, ...]] = {
         "trace_rules",
         "stream_handlers",
         "graphsafe_rng",
+        "rng_prims",
         "backends",
     ),
-    _INDUCTOR_COMPILE: ("inductor_registration",),
+    _INDUCTOR_COMPILE: ("inductor_registration", "reduce_overhead_policy"),
 }
 
 

@@ -192,10 +192,7 @@ void npu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 
   CurrentDeviceScope device_scope(call.device);
-  if (active_capture() != nullptr) {
-    record_operator(op, stack, call.npu_to_cpu, call.device);
-    return;
-  }
+  if (active_capture() != nullptr && record_operator(op, stack, call.npu_to_cpu, call.device)) return;
   {
     CpuAllocationRedirect redirect(call.device);
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
@@ -258,7 +255,7 @@ at::Tensor as_cpu_view(const at::Tensor& t) { return t.device().type() == kNpu ?
 at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
   const bool crosses_host = self.device().type() != kNpu || dst.device().type() != kNpu;
   if (crosses_host) check_not_capturing("a copy between npu and host memory (.cpu(), .to('cpu'), .npu())");
-  if (active_capture() != nullptr) {
+  if (is_recording()) {
     // npu -> npu copy inside a capture: record it.
     at::Tensor src_alias = cpu_alias(self);
     at::Tensor dst_alias = cpu_alias(dst);
