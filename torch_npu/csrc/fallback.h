@@ -7,6 +7,11 @@
 
 namespace torch_npu {
 
+// True in a process forked from one that had initialised npu (device.cpp).
+bool in_bad_fork();
+// Raises CUDA's error for a forked child, naming the spawn start method, if in one.
+void check_not_in_bad_fork();
+
 // Runs `op` with its CPU kernel on the bytes of its npu arguments (kernels.cpp).
 void npu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack);
 

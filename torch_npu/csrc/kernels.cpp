@@ -196,6 +196,7 @@ struct CurrentDeviceScope {
 }  // namespace
 
 void npu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  if (C10_UNLIKELY(in_bad_fork())) check_not_in_bad_fork();
   const auto& schema = op.schema();
   const auto& args = schema.arguments();
   const size_t num_args = args.size();
@@ -304,6 +305,7 @@ c10::DeviceIndex new_tensor_device(std::optional<at::Layout> layout, std::option
 at::Tensor npu_empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
                      std::optional<at::Device> device, std::optional<bool> pin_memory,
                      std::optional<at::MemoryFormat> memory_format) {
+  if (C10_UNLIKELY(in_bad_fork())) check_not_in_bad_fork();
   CurrentDeviceScope scope(new_tensor_device(layout, device, pin_memory));
   return at::detail::empty_generic(size, npu_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                    c10::dtype_or_default(dtype), memory_format);
@@ -312,6 +314,7 @@ at::Tensor npu_empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
 at::Tensor npu_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
                              std::optional<at::Layout> layout, std::optional<at::Device> device,
                              std::optional<bool> pin_memory) {
+  if (C10_UNLIKELY(in_bad_fork())) check_not_in_bad_fork();
   CurrentDeviceScope scope(new_tensor_device(layout, device, pin_memory));
   return at::detail::empty_strided_generic(size, stride, npu_allocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
@@ -321,6 +324,7 @@ at::Tensor npu_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std
 at::Tensor as_cpu_view(const at::Tensor& t) { return t.device().type() == kNpu ? cpu_alias(t) : t; }
 
 at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+  if (C10_UNLIKELY(in_bad_fork())) check_not_in_bad_fork();
   const bool crosses_host = self.device().type() != kNpu || dst.device().type() != kNpu;
   if (crosses_host) check_not_capturing("a copy between npu and host memory (.cpu(), .to('cpu'), .npu())");
   if (active_capture() != nullptr) {
