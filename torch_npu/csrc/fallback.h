@@ -34,4 +34,10 @@ void assign_sparse(const at::Tensor& npu, const at::Tensor& cpu, const at::Tenso
 // An npu ZeroTensor (no memory, reads as zeros) of the geometry of `like` (zero_tensors.cpp).
 at::Tensor make_npu_zero_tensor(c10::IntArrayRef size, c10::ScalarType dtype, c10::DeviceIndex device);
 
+// Backend metadata (backend_meta.cpp): a copy into an npu tensor that has none takes
+// the source's; the recorded NPU storage format (2 = ND, the default).
+void copy_backend_meta_if_absent(const at::Tensor& src, const at::Tensor& dst);
+int64_t npu_format_of(const at::Tensor& t);
+void set_npu_format(const at::Tensor& t, int64_t format);
+
 }  // namespace torch_npu

@@ -337,6 +337,7 @@ at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*n
   at::Tensor src_cpu = as_cpu_view(self);
   at::Tensor dst_cpu = as_cpu_view(dst);
   dst_cpu.copy_(src_cpu);
+  copy_backend_meta_if_absent(self, dst);
   return dst;
 }
 
