@@ -13,6 +13,10 @@ and each child reports after every dtype, so a crash or a timeout is charged to 
 it happened in and the remaining dtypes run in a fresh child.
 
     python bench/opinfo_sweep.py [--ops NAME,...] [--timeout S] [--json FILE] [--list-disagreements]
+                                 [--shard K/N] [--jsonl FILE]
+
+``--shard`` splits the sweep over several processes; ``--summarise FILE...`` merges
+their ``--jsonl`` records into one summary.
 
 ``NAME`` is an OpInfo name, with ``.variant`` for variants (``as_strided.partial_views``).
 """
@@ -339,13 +343,34 @@ def _pct(total_bad: list[int]) -> float:
     return round(100.0 * (total - bad) / total, 3) if total else 100.0
 
 
+def _print_disagreements(records: list[dict[str, Any]]) -> None:
+    for r in records:
+        if r["event"] == "crash":
+            print(f"CRASH {r['op']} {r['dtype']}: {r['kind']}")
+        for d in r.get("disagreements", []):
+            print(f"{r['op']} {r['dtype']} #{d['sample']} {d['kind']}: {d['reason']}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", help="comma-separated OpInfo names (default: all of op_db)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per operator and dtype")
     parser.add_argument("--json", help="write every record and the summary to this file")
     parser.add_argument("--list-disagreements", action="store_true")
+    parser.add_argument("--summarise", nargs="+", help="summarise --jsonl files instead of running")
+    parser.add_argument("--jsonl", help="append each operator's records to this file as it finishes")
+    parser.add_argument("--shard", default="0/1", help="K/N: run only the operators whose index is K mod N")
     args = parser.parse_args(argv)
+
+    if args.summarise:
+        records = []
+        for path in args.summarise:
+            with open(path) as f:
+                records.extend(json.loads(line) for line in f if line.strip())
+        print(json.dumps(summarise(records), indent=2))
+        if args.list_disagreements:
+            _print_disagreements(records)
+        return 0
 
     from torch.testing._internal.common_methods_invocations import op_db
 
@@ -360,11 +385,17 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"not in op_db: {', '.join(missing)}")
         ops = [by_id[name] for name in wanted]
 
+    shard, shards = (int(v) for v in args.shard.split("/"))
+    ops = [op for i, op in enumerate(ops) if i % shards == shard]
     start = time.monotonic()
     records: list[dict[str, Any]] = []
     for number, op in enumerate(ops, 1):
         op_records = sweep_operator(op, args.timeout)
         records.extend(op_records)
+        if args.jsonl:
+            with open(args.jsonl, "a") as f:
+                for r in op_records:
+                    f.write(json.dumps(r) + "\n")
         bad = sum(len(r.get("disagreements", [])) for r in op_records)
         crashed = [r["dtype"] for r in op_records if r["event"] == "crash"]
         if bad or crashed:
@@ -374,11 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     summary["seconds"] = round(time.monotonic() - start, 1)
     print(json.dumps(summary, indent=2))
     if args.list_disagreements:
-        for r in records:
-            if r["event"] == "crash":
-                print(f"CRASH {r['op']} {r['dtype']}: {r['kind']}")
-            for d in r.get("disagreements", []):
-                print(f"{r['op']} {r['dtype']} #{d['sample']} {d['kind']}: {d['reason']}")
+        _print_disagreements(records)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"summary": summary, "records": records}, f, indent=1)

@@ -53,7 +53,7 @@ void check_foreign_argument(const c10::OperatorHandle& op, size_t arg_index, con
   if (arg.name() == "indices") {
     if (key == "_index_put_impl_") return;  // moved to the indexed tensor's device
     if (is_index_read(key)) {
-      TORCH_CHECK_INDEX(t.is_cpu(), "indices should be either on ", c10::kCPU,
+      TORCH_CHECK(t.is_cpu(), "indices should be either on ", c10::kCPU,
                         " or on the same device as the indexed tensor (", npu, ")");
       return;
     }
