@@ -17,7 +17,7 @@ SAMPLE = [
     "as_strided", "as_strided.partial_views", "native_group_norm", "native_layer_norm",
     "nn.functional.group_norm", "to_sparse", "index_put", "index_select", "masked_select", "take",
     "nn.functional.embedding", "add", "mul", "div.no_rounding_mode", "sum", "mean", "matmul",
-    "nn.functional.conv2d", "nn.functional.softmax", "nn.functional.cross_entropy", "cumsum",
+    "nn.functional.conv2d", "softmax", "nn.functional.cross_entropy", "cumsum",
     "sort", "topk", "where", "cat", "nn.functional.interpolate.bilinear", "linalg.solve",
     "bernoulli", "randn", "zeros", "nonzero", "unique", "nn.functional.pad.constant", "einsum",
 ]
