@@ -1,6 +1,7 @@
 // Python bindings of the simulated NPU runtime (torch_npu._C). Importing the module
 // registers the backend (hooks, allocator redirect); the device itself initialises on
 // first use.
+#include "fallback.h"
 #include "npu_graph.h"
 
 #include <torch/csrc/Generator.h>
@@ -145,6 +146,9 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_init", &lazy_init);
   m.def("_is_initialized", &is_initialized);
+  m.def("_is_in_bad_fork", &in_bad_fork);
+  m.def("_get_npu_format", [](const at::Tensor& t) { return npu_format_of(t); });
+  m.def("_set_npu_format", [](const at::Tensor& t, int64_t format) { set_npu_format(t, format); });
   m.def("_device_count", []() { return static_cast<int64_t>(device_count()); });
   m.def("_get_device", []() { return static_cast<int64_t>(current_device()); });
   m.def("_set_device", [](int64_t i) {
