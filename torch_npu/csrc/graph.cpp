@@ -436,7 +436,10 @@ void join_capture(uint64_t capture_id, const c10::Stream& stream) {
 }
 
 void check_not_capturing(const char* what) {
-  if (g_num_captures.load(std::memory_order_acquire) == 0) return;
+  if (g_num_captures.load(std::memory_order_acquire) == 0) {
+    note_host_sync(what);  // every caller is a host synchronisation point
+    return;
+  }
   if (auto c = active_capture()) {
     if (c->checking()) {
       report(c, "host sync", what, host_sync_message(what));
