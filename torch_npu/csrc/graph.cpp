@@ -436,7 +436,10 @@ void join_capture(uint64_t capture_id, const c10::Stream& stream) {
 }
 
 void check_not_capturing(const char* what) {
-  if (g_num_captures.load(std::memory_order_acquire) == 0) return;
+  if (g_num_captures.load(std::memory_order_acquire) == 0) {
+    note_host_sync(what);  // every caller is a host synchronisation point
+    return;
+  }
   if (auto c = active_capture()) {
     if (c->checking()) {
       report(c, "host sync", what, host_sync_message(what));
@@ -448,7 +451,10 @@ void check_not_capturing(const char* what) {
 }
 
 void check_stream_sync(const c10::Stream& stream, const char* what) {
-  if (g_num_captures.load(std::memory_order_acquire) == 0) return;
+  if (g_num_captures.load(std::memory_order_acquire) == 0) {
+    note_host_sync(what);
+    return;
+  }
   std::shared_ptr<GraphCapture> waited;
   {
     std::lock_guard<std::mutex> lock(g_registry_mu);
@@ -465,7 +471,10 @@ void check_stream_sync(const c10::Stream& stream, const char* what) {
 }
 
 void check_device_sync(c10::DeviceIndex device, const char* what) {
-  if (g_num_captures.load(std::memory_order_acquire) == 0) return;
+  if (g_num_captures.load(std::memory_order_acquire) == 0) {
+    note_host_sync(what);
+    return;
+  }
   // A device-wide wait includes the captured streams of this thread's own captures.
   std::shared_ptr<GraphCapture> own;
   {

@@ -133,6 +133,9 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     check_device_sync(device_index < 0 ? current_device() : device_index,
                       "device synchronization (torch.npu.synchronize)");
   }
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    return device_capability(d.has_index() ? d.index() : current_device());
+  }
   bool isStreamCapturing(const c10::Stream& stream) const override { return capture_id_of_stream(stream) != 0; }
   void recordDataPtrOnStream(const c10::DataPtr& /*data_ptr*/, const c10::Stream& /*stream*/) const override {
     // Memory is reused only after the host has finished every kernel that used it.
