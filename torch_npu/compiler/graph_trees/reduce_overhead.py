@@ -121,13 +121,4 @@ def _npugraphify(compiled_graph: Any) -> Any:
         num_user_outputs=num_user_outputs,
         name=f"reduce-overhead {key[:12]}".rstrip(),
         disabled_reason=reason,
-        stack_traces=_stack_traces(compiled_graph),
     )
-
-
-def _stack_traces(compiled_graph: Any) -> list[str | None] | None:
-    # Inductor keeps the user stack of each output when cudagraphs are on; the trees name
-    # an overwritten output by it, as CUDA graph trees do.
-    info = getattr(compiled_graph, "cudagraph_info", None)
-    traces = getattr(info, "stack_traces", None)
-    return list(traces) if traces else None
