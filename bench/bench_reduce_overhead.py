@@ -12,7 +12,7 @@ allocations) rather than arithmetic:
 For each model, inference and a training step (``mark_step_begin``, forward, backward)
 run for Inductor without graphs, ``backend="npugraphs"`` and ``mode="reduce-overhead"``,
 all three compiled side by side in this process and warmed up first; they are then timed
-in interleaved blocks, and each figure is the median over blocks of the ratio measured
+in interleaved blocks (each lasting about 40 ms of the slowest variant), and each figure is the median over blocks of the ratio measured
 within a block (Inductor ÷ reduce-overhead, goal >= 1.5; npugraphs ÷ reduce-overhead,
 goal >= 1.3), with its interquartile range, and the recompiles, re-records and eager runs
 seen while timing (all must be 0). Also:
@@ -208,6 +208,16 @@ def _time_model(
     for step in steps.values():
         for _ in range(8):
             step()
+    # A block must last much longer than a scheduling quantum of a loaded machine
+    # (several ms), or one descheduling decides a whole block's ratio: size blocks to
+    # about 40 ms of the slowest variant.
+    slowest = 0.0
+    for step in steps.values():
+        t0 = time.perf_counter()
+        for _ in range(3):
+            step()
+        slowest = max(slowest, (time.perf_counter() - t0) / 3)
+    block_steps = max(block_steps, int(0.04 / max(slowest, 1e-6)))
     before = _graph_counts()
     ratios: dict[str, list[float]] = {"inductor": [], "npugraphs": []}
     ro_times = []
@@ -236,6 +246,7 @@ def _time_model(
         f"{name}_{kind}_npugraphs_over_reduce_overhead": statistics.median(ratios["npugraphs"]),
         f"{name}_{kind}_npugraphs_over_reduce_overhead_iqr": spread(ratios["npugraphs"]),
         f"{name}_{kind}_reduce_overhead_step_us": statistics.median(ro_times) * 1e6,
+        f"{name}_{kind}_steps_per_block": block_steps,
         f"{name}_{kind}_recompiles_records_eager_runs_while_timed": (
             f"{after['frames_compiled'] - before['frames_compiled']}, {after['records'] - before['records']}, "
             f"{after['eager_runs'] - before['eager_runs']}"
@@ -293,7 +304,9 @@ def memory_after_replays(replays: int = 1000) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=15, help="interleaved timing blocks per model")
-    parser.add_argument("--block-steps", type=int, default=10, help="steps of each variant per block")
+    parser.add_argument(
+        "--block-steps", type=int, default=10, help="at least this many steps of each variant per block (more, to last ~40 ms)"
+    )
     parser.add_argument(
         "--threads",
         type=int,
