@@ -48,11 +48,15 @@ class Launch:
 
 def _parse(stdout: str) -> dict[int, list[dict]]:
     out: dict[int, list[dict]] = {}
+    decoder = json.JSONDecoder()
     for line in stdout.splitlines():
-        if "RESULT " not in line:
-            continue
-        payload = json.loads(line.split("RESULT ", 1)[1])
-        out.setdefault(int(payload.pop("rank")), []).append(payload)
+        # raw_decode: other output may follow the object on the same line.
+        for chunk in line.split("RESULT ")[1:]:
+            try:
+                payload, _ = decoder.raw_decode(chunk)
+            except json.JSONDecodeError:
+                continue
+            out.setdefault(int(payload.pop("rank")), []).append(payload)
     return out
 
 

@@ -24,7 +24,10 @@ def report(**data) -> None:
     import torch.distributed as dist
 
     rank = dist.get_rank() if dist.is_initialized() else int(os.environ.get("RANK", "0"))
-    print("RESULT " + json.dumps({"rank": rank, **data}), flush=True)
+    # One write() per line: ranks share the launcher's pipe, and separate writes of the text
+    # and its newline could interleave with another rank's line.
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), ("RESULT " + json.dumps({"rank": rank, **data}) + "\n").encode())
 
 
 def listed(t: torch.Tensor) -> list:
