@@ -68,11 +68,29 @@ checked = {}
 x = torch.randn(4, 6, 8)
 if "npu_rms_norm.default" in registered:
     gamma = torch.randn(8)
-    y, rstd = torch_npu.npu_rms_norm(x.to(dev), gamma.to(dev))
-    dy, drstd = torch_npu.npu_rms_norm(distribute_tensor(x.to(dev), mesh, [Shard(0)]),
-                                       distribute_tensor(gamma.to(dev), mesh, [Replicate()]))
+    xr, gr = x.clone().to(dev).requires_grad_(), gamma.clone().to(dev).requires_grad_()
+    y, rstd = torch_npu.npu_rms_norm(xr, gr)
+    y.sum().backward()
+    xd = distribute_tensor(x.to(dev), mesh, [Shard(0)]).requires_grad_()
+    gd = distribute_tensor(gamma.to(dev), mesh, [Replicate()]).requires_grad_()
+    dy, drstd = torch_npu.npu_rms_norm(xd, gd)
+    dy.sum().backward()  # npu_rms_norm_backward: dx sharded, dgamma a partial sum
     checked["npu_rms_norm"] = close(dy.full_tensor(), y) and close(drstd.full_tensor(), rstd) and \
-        isinstance(dy, DTensor) and dy.placements[0] == Shard(0)
+        isinstance(dy, DTensor) and dy.placements[0] == Shard(0) and \
+        close(xd.grad.full_tensor(), xr.grad) and close(gd.grad.full_tensor(), gr.grad, 1e-4)
+if "npu_add_rms_norm.default" in registered:
+    x2, gamma = torch.randn(4, 6, 8), torch.randn(8)
+    ref = torch_npu.npu_add_rms_norm(x.to(dev), x2.to(dev), gamma.to(dev))
+    got = torch_npu.npu_add_rms_norm(distribute_tensor(x.to(dev), mesh, [Shard(1)]),
+                                     distribute_tensor(x2.to(dev), mesh, [Shard(1)]),
+                                     distribute_tensor(gamma.to(dev), mesh, [Replicate()]))
+    checked["npu_add_rms_norm"] = all(close(g.full_tensor(), r) for g, r in zip(got, ref))
+if "npu_scaled_masked_softmax.default" in registered:
+    scores, mask = torch.randn(4, 2, 6, 6), torch.rand(4, 1, 6, 6) > 0.7
+    ref = torch_npu.npu_scaled_masked_softmax(scores.to(dev), mask.to(dev), 0.5)
+    got = torch_npu.npu_scaled_masked_softmax(distribute_tensor(scores.to(dev), mesh, [Shard(0)]),
+                                              distribute_tensor(mask.to(dev), mesh, [Shard(0)]), 0.5)
+    checked["npu_scaled_masked_softmax"] = close(got.full_tensor(), ref) and got.placements[0] == Shard(0)
 if "npu_swiglu.default" in registered:
     ref = torch_npu.npu_swiglu(x.to(dev), dim=-1)
     got = torch_npu.npu_swiglu(distribute_tensor(x.to(dev), mesh, [Shard(1)]), dim=-1)
