@@ -373,7 +373,6 @@ std::shared_ptr<Board> Board::create_shared(const std::string& name, int world, 
   std::atomic_thread_fence(std::memory_order_release);
   h->magic = kMagic;
   b->group_ = group;
-  b->recv_counts_.assign(world, 0);
   b->slot(rank)->pid.store(getpid());
   b->slot(rank)->status.store(kActive);
   return b;
@@ -404,7 +403,6 @@ std::shared_ptr<Board> Board::attach_shared(const std::string& name, int world, 
               "hccl: the collective board ", name, " does not match this group (world ", world,
               "); do all ranks run the same torch_npu version?");
   b->group_ = h->group;
-  b->recv_counts_.assign(world, 0);
   b->slot(rank)->pid.store(getpid());
   b->slot(rank)->status.store(kActive);
   return b;
@@ -426,7 +424,6 @@ std::shared_ptr<Board> Board::create_private(int world, int rank, const std::str
   h->slot_bytes = b->slot_bytes_;
   std::snprintf(h->group, sizeof(h->group), "%s", group.c_str());
   b->group_ = group;
-  b->recv_counts_.assign(world, 0);
   b->slot(rank)->pid.store(getpid());
   b->slot(rank)->status.store(kActive);
   return b;
@@ -658,45 +655,20 @@ void Board::post_send(int dst, const Signature& sig) {
   bump();
 }
 
-void Board::await_send(int src, const Signature& mine, std::chrono::milliseconds timeout, double dump_after_s) {
-  if (p2p_peers_ == 0 || src < 0 || src >= p2p_peers_) return;
-  uint64_t n = ++recv_counts_[src];
-  if (!shared_) return;
-  const int64_t start = now_ns();
-  const int64_t deadline = start + static_cast<int64_t>(timeout.count()) * 1'000'000;
-  bool dumped = false;
-  std::atomic<uint64_t>& count = send_counts(src)[rank_];
-  while (count.load(std::memory_order_acquire) < n) {
-    uint32_t seen = header()->wake.load();
-    if (count.load(std::memory_order_acquire) >= n) break;
-    int64_t now = now_ns();
-    std::string gone = first_gone_peer({src});
-    if (!gone.empty()) {
-      throw_dist_error(report(c10::str("hccl recv from rank ", src, " on group '", group_, "' cannot complete: ",
-                                       gone, " before sending"), 0));
-    }
-    if (now >= deadline) {
-      throw_dist_error(report(c10::str("hccl recv of ", describe(mine), " on group '", group_, "' timed out after ",
-                                       seconds_text(timeout.count() * 1'000'000), " on rank ", rank_, ": rank ", src,
-                                       " did not send (its send #", n, " to rank ", rank_, ")"), 0));
-    }
-    if (dump_after_s > 0 && !dumped && (now - start) > static_cast<int64_t>(dump_after_s * 1e9)) {
-      dumped = true;
-      std::cerr << report(c10::str("hccl: rank ", rank_, " has waited ", seconds_text(now - start),
-                                   " for a send from rank ", src), 0)
-                << std::endl;
-    }
-    wait_for_change(seen, std::min(kSliceNs, deadline - now));
-  }
+uint32_t Board::changes() const { return header()->wake.load(); }
+
+Board::SendCheck Board::check_send(int src, uint64_t n, const Signature& mine, std::string* why) const {
+  if (!p2p_checked() || src < 0 || src >= p2p_peers_) return SendCheck::kUnknown;
+  if (send_counts(src)[rank_].load(std::memory_order_acquire) < n) return SendCheck::kNotYet;
   P2PEntry* e = send_entry(src, rank_, n);
-  if (e->n.load(std::memory_order_acquire) != n) return;  // overwritten by later sends: nothing to compare
+  if (e->n.load(std::memory_order_acquire) != n) return SendCheck::kUnknown;
   const Signature& sent = e->sig;
-  if (sent.dtype != mine.dtype || sent.in_numel != mine.out_numel) {
-    throw_dist_error(c10::str("hccl recv on group '", group_, "': rank ", src, " sent ", shape_text(sent), " (",
-                              elements_text(sent.in_numel), ") but rank ", rank_, " receives into ", shape_text(mine),
-                              " (", elements_text(mine.out_numel), "). The receive buffer must have the dtype and "
-                              "number of elements of the sent tensor"));
-  }
+  if (sent.dtype == mine.dtype && sent.in_numel == mine.out_numel) return SendCheck::kMatch;
+  *why = c10::str("hccl recv on group '", group_, "': rank ", src, " sent ", shape_text(sent), " (",
+                  elements_text(sent.in_numel), ") but rank ", rank_, " receives into ", shape_text(mine), " (",
+                  elements_text(mine.out_numel), "). The receive buffer must have the dtype and number of "
+                  "elements of the sent tensor");
+  return SendCheck::kMismatch;
 }
 
 void Board::leave() {

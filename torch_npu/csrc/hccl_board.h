@@ -133,9 +133,15 @@ class Board {
 
   // ---- point to point (tag 0) ---------------------------------------------------
   void post_send(int dst, const Signature& sig);
-  // Waits for the matching send of `src` and compares it with the receive `mine`.
-  void await_send(int src, const Signature& mine, std::chrono::milliseconds timeout, double dump_after_s);
-  bool p2p_checked() const { return p2p_peers_ > 0; }
+  enum class SendCheck { kNotYet, kMatch, kUnknown, kMismatch };
+  // Compares the `n`-th send of `src` to this rank with the receive `mine`, without waiting
+  // (kUnknown: that send's record was overwritten by later ones). Sets `why` on a mismatch.
+  SendCheck check_send(int src, uint64_t n, const Signature& mine, std::string* why) const;
+  bool p2p_checked() const { return shared_ && p2p_peers_ > 0; }
+  // For threads that wait on the board: the change counter, and a bounded wait for it to move.
+  uint32_t changes() const;
+  void wait_for_change(uint32_t seen, int64_t timeout_ns) const;
+  void notify() { bump(); }
 
   // ---- state of the ranks -------------------------------------------------------
   void leave();                           // destroy_process_group: this rank is gone
@@ -185,7 +191,6 @@ class Board {
   PeerFacts facts(int r) const;
   bool visible(int r) const { return shared_ || r == rank_; }
   void bump();
-  void wait_for_change(uint32_t seen, int64_t timeout_ns) const;
   std::string entry_line(const Entry& e, int64_t now) const;
 
   bool shared_ = false;
@@ -199,7 +204,6 @@ class Board {
   void* base_ = nullptr;
   std::string group_;
   std::vector<uint64_t> global_ranks_;
-  std::vector<uint64_t> recv_counts_;  // receives from each source (tag 0), this rank only
 };
 
 // Milliseconds since an arbitrary epoch shared by all processes of the host.

@@ -67,6 +67,15 @@ if scenario == "mismatches":
     seen = {kind: {**attempt(lambda: mismatched(kind)), "usable_after": still_usable()} for kind in MISMATCHES}
     report(mismatches=seen)
 
+elif scenario == "p2p":
+    # A receive buffer smaller than the message: the receiver raises, naming both sides,
+    # before the transport reads a byte (a short buffer would otherwise abort the process).
+    if rank == 0:
+        seen = attempt(lambda: dist.isend(torch.ones(1024, device=dev), dst=1).wait())
+    else:
+        seen = attempt(lambda: dist.irecv(torch.empty(512, device=dev), src=0).wait())
+    report(**seen)
+
 elif scenario == "late":
     # Rank 1 arrives late: rank 0 times out naming it, then rank 1 learns that rank 0 gave up.
     if rank == 1:
