@@ -52,8 +52,8 @@ def worker(samples: int, steps: int) -> None:
         for _ in range(3):
             fn()
     times: dict[str, list[float]] = {"npu": [], "cpu": []}
-    for _ in range(samples):
-        for kind in ("npu", "cpu"):
+    for i in range(samples):
+        for kind in (("npu", "cpu") if i % 2 == 0 else ("cpu", "npu")):
             dist.barrier()
             start = time.perf_counter()
             for _ in range(steps):

@@ -479,7 +479,10 @@ uint64_t Board::post(const Signature& sig) {
   e.posted_ns.store(now_ns());
   e.done_ns.store(0);
   e.state.store(static_cast<uint8_t>(EntryState::kWaiting));
-  me->posted.store(seq, std::memory_order_release);
+  // Sequentially consistent, as the loads of the peers' counters in await_peers: of two
+  // ranks that post at the same moment, at least one sees the other's entry and compares
+  // (with a release store both could miss each other and enter the transport unchecked).
+  me->posted.store(seq);
   bump();
   return seq;
 }
@@ -544,7 +547,16 @@ std::vector<int> Board::unfinished_peers(uint64_t seq) const {
   return out;
 }
 
-std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, double dump_after_s) {
+std::vector<int> Board::absent_peers(uint64_t seq) const {
+  std::vector<int> out;
+  if (!shared_) return out;
+  for (int r = 0; r < world_; ++r) {
+    if (r != rank_ && slot(r)->posted.load() < seq) out.push_back(r);
+  }
+  return out;
+}
+
+std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, double dump_after_s, bool all) {
   const Entry& mine_entry = ring(rank_)[seq % kRing];
   const Signature& mine = mine_entry.sig;
   const Op op = static_cast<Op>(mine.op);
@@ -555,6 +567,11 @@ std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, 
   bool dumped = false;
   bool waiting_marked = false;
   int64_t last_check = start;
+  bool polled = false;
+  bool slept = false;
+  // Without `all`, a rank waits only so far that no peer falls kRing collectives behind
+  // (the board must still hold the entry a late peer compares against).
+  const uint64_t target = all ? seq : (seq > kRing - 2 ? seq - (kRing - 2) : 0);
   std::vector<int> missing;
   for (int r = 0; r < world_; ++r) missing.push_back(r);
   auto clear_wait = [&]() {
@@ -568,14 +585,25 @@ std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, 
     std::vector<int> still;
     for (int r : missing) {
       if (r == rank_) continue;
-      if (slot(r)->posted.load(std::memory_order_acquire) < seq) still.push_back(r);
+      if (slot(r)->posted.load() < target) still.push_back(r);
     }
     missing.swap(still);
-    if (missing.empty()) break;
+    if (missing.empty()) {
+      if (slept) {
+        ++stats_.slept;
+        stats_.slept_ns += now_ns() - start;
+      } else if (polled) {
+        ++stats_.polled;
+      } else {
+        ++stats_.immediate;
+      }
+      break;
+    }
     int64_t now = now_ns();
     // Arrival gaps in steady loops are microseconds: poll briefly before sleeping. No
     // sched_yield here: on a loaded host it hands the core away for a whole time slice.
     if (now - start < kPollNs) {
+      polled = true;
       cpu_relax();
       continue;
     }
@@ -613,13 +641,18 @@ std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, 
       me->waiting_since_ns.store(start);
       waiting_marked = true;
     }
+    slept = true;
     wait_for_change(seen, std::max<int64_t>(1'000'000, std::min(kSliceNs, deadline - now)));
   }
   clear_wait();
+  // Compare with every peer that has posted this collective. A pair of ranks exchanges data
+  // only if both entered the transport, and the later of the two compared them first: a
+  // mismatched call never reaches the transport on both sides (where a receive buffer too
+  // small for the message would abort the process, and a wrong dtype would give garbage).
   // A peer that posted this collective and then gave up (its own timeout, an error) will
   // not run it: say so instead of entering the transport.
   for (int r = 0; r < world_; ++r) {
-    if (r == rank_) continue;
+    if (r == rank_ || slot(r)->posted.load() < seq) continue;
     int32_t st = slot(r)->status.load();
     const Entry& theirs = ring(r)[seq % kRing];
     bool done_with_it = theirs.seq.load() == seq &&
@@ -631,13 +664,13 @@ std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, 
     }
   }
   for (int r = 0; r < world_; ++r) {
-    if (r == rank_) continue;
+    if (r == rank_ || slot(r)->posted.load() < seq) continue;
     const Entry& e = ring(r)[seq % kRing];
-    if (e.seq.load(std::memory_order_acquire) != seq) continue;  // cannot happen: peers wait for this rank
+    if (e.seq.load(std::memory_order_acquire) != seq) continue;  // cannot happen: the run-ahead is bounded
     std::string why = incompatibility(mine, rank_, e.sig, r);
     if (!why.empty()) {
       return c10::str("hccl ", op_name(op), " (#", seq, " on group '", group_, "'): ", why,
-                      ". Nothing was transferred; the group stays usable.");
+                      ". This rank did not enter the transport");
     }
   }
   return "";

@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <fstream>
+#include <sstream>
 #include <iostream>
 
 namespace torch_npu::hccl {
@@ -235,22 +236,37 @@ void WorkHCCL::fail(std::exception_ptr error) {
 
 std::exception_ptr WorkHCCL::diagnose(const std::string& transport_error) const {
   const Board& board = *state_->board;
-  std::string gone;
-  if (point_to_point_) {
-    gone = board.first_gone_peer({sig_.peer});
-  } else {
-    gone = board.first_gone_peer(board.unfinished_peers(seq_));
-  }
+  const bool timed_out = transport_error.find("imed out") != std::string::npos;
   std::string what = point_to_point_ ? c10::str("hccl ", describe(sig_), " on group '", board.group(), "'")
                                      : c10::str("hccl ", describe(sig_), " (#", seq_, " on group '", board.group(), "')");
-  std::string head = c10::str(what, " failed on rank ", state_->rank);
-  if (!gone.empty()) head += c10::str(": ", gone, " while it was in flight");
-  bool timed_out = transport_error.find("imed out") != std::string::npos;
+  std::string head;
+  std::string gone = point_to_point_ ? board.first_gone_peer({sig_.peer})
+                                     : board.first_gone_peer(board.unfinished_peers(seq_));
+  std::vector<int> absent = point_to_point_ ? std::vector<int>{} : board.absent_peers(seq_);
+  auto ranks_text = [](const std::vector<int>& rs) {
+    std::ostringstream o;
+    o << (rs.size() > 1 ? "ranks " : "rank ");
+    for (size_t i = 0; i < rs.size(); ++i) o << (i ? ", " : "") << rs[i];
+    return o.str();
+  };
+  char secs[32];
+  std::snprintf(secs, sizeof(secs), "%.2f s", state_->timeout.count() / 1000.0);
+  if (!gone.empty()) {
+    head = c10::str(what, " failed on rank ", state_->rank, ": ", gone, " while it was in flight");
+  } else if (timed_out && !absent.empty()) {
+    head = c10::str(what, " timed out after ", secs, " on rank ", state_->rank, ": ", ranks_text(absent),
+                    " did not arrive");
+  } else if (timed_out) {
+    head = c10::str(what, " timed out after ", secs, " on rank ", state_->rank,
+                    ": every rank arrived, and the transport did not complete");
+  } else {
+    head = c10::str(what, " failed on rank ", state_->rank);
+  }
   std::string msg = board.report(head, point_to_point_ ? 0 : seq_);
   msg += c10::str("\nTransport error: ", transport_error);
   if (timed_out) {
-    msg += c10::str("\nThe timeout (", state_->timeout.count() / 1000.0,
-                    " s) comes from init_process_group(timeout=...) or, when that is not given, HCCL_EXEC_TIMEOUT");
+    msg += "\nThe timeout comes from init_process_group(timeout=...) or, when that is not given, HCCL_EXEC_TIMEOUT "
+           "(seconds)";
   }
   msg += "\nThe group is no longer usable: call torch.distributed.destroy_process_group() and init_process_group() "
          "again.";
@@ -312,7 +328,9 @@ bool WorkHCCL::wait(std::chrono::milliseconds timeout) {
     }
     if (state_->dump_after_s > 0 && !dumped && elapsed > static_cast<int64_t>(state_->dump_after_s * 1e9)) {
       dumped = true;
-      std::cerr << board.report(c10::str("hccl: rank ", state_->rank, " has waited ", elapsed / 1e9, " s in ",
+      char waited[32];
+      std::snprintf(waited, sizeof(waited), "%.2f s", elapsed / 1e9);
+      std::cerr << board.report(c10::str("hccl: rank ", state_->rank, " has waited ", waited, " in ",
                                          describe(sig_), " (#", seq_, " on group '", board.group(), "')"),
                                 seq_)
                 << std::endl;
@@ -341,9 +359,23 @@ ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Backend> transport, 
   if (!options_->group_name.empty()) state_->board->set_group(options_->group_name, options_->global_ranks_in_group);
 }
 
+namespace {
+// Transports of groups that failed. A rank that gave up may leave a peer's transport
+// operation waiting for data that never comes, until the transport's own timeout; Gloo's
+// destructor waits for its operations, so destroying the group would hang that long. The
+// transport is kept instead (its threads end at that timeout or with the process).
+void keep_failed_transport(c10::intrusive_ptr<c10d::Backend> transport) {
+  static auto* kept = new std::vector<c10::intrusive_ptr<c10d::Backend>>();
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lk(mu);
+  kept->push_back(std::move(transport));
+}
+}  // namespace
+
 ProcessGroupHCCL::~ProcessGroupHCCL() {
   stop_receives();
   state_->board->leave();
+  if (state_->broken.load()) keep_failed_transport(std::move(transport_));
 }
 
 c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupHCCL::getBackendOptions() {
@@ -367,13 +399,13 @@ uint64_t ProcessGroupHCCL::getSequenceNumberForGroup() { return state_->board->l
 void ProcessGroupHCCL::abort() {
   stop_receives();
   state_->board->leave();
-  transport_->abort();
+  if (!state_->broken.load()) transport_->abort();
 }
 
 void ProcessGroupHCCL::shutdown() {
   stop_receives();
   state_->board->leave();
-  transport_->shutdown();
+  if (!state_->broken.load()) transport_->shutdown();
 }
 
 void ProcessGroupHCCL::enqueue_receive(PendingRecv recv) {
@@ -515,7 +547,7 @@ std::string ProcessGroupHCCL::remote_check(uint64_t seq, const Signature& sig, s
     std::string why = incompatibility(sig, rank_, sigs[r], r);
     if (!why.empty()) {
       return c10::str("hccl ", op_name(static_cast<Op>(sig.op)), " (#", seq, " on group '", state_->board->group(),
-                      "'): ", why, ". Nothing was transferred; the group stays usable.");
+                      "'): ", why, ". No rank entered the transport");
     }
   }
   return "";
@@ -533,7 +565,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(Op op, const Signatu
   std::string mismatch;
   try {
     if (board.shared()) {
-      mismatch = board.await_peers(seq, timeout, state_->dump_after_s);
+      // A barrier waits for everyone; a collective enters the transport at once (the peers
+      // that arrive later compare with it before they do).
+      mismatch = board.await_peers(seq, timeout, state_->dump_after_s, /*all=*/!start);
     } else if (size_ > 1) {
       mismatch = remote_check(seq, sig, timeout);
     }
@@ -544,8 +578,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(Op op, const Signatu
     throw_dist_error(msg);
   }
   if (!mismatch.empty()) {
+    // Peers that posted first may already wait in the transport for this rank: the group
+    // cannot continue. They learn why from the board.
     board.set_state(seq, EntryState::kFailed);
-    throw_dist_error(mismatch);
+    std::string msg = mismatch + c10::str(". The group is no longer usable: call "
+                                          "torch.distributed.destroy_process_group() and init_process_group() again");
+    state_->mark_broken(msg);
+    throw_dist_error(msg);
   }
   board.set_state(seq, EntryState::kRunning);
   auto work = c10::make_intrusive<WorkHCCL>(rank_, type, seq, sig, std::move(outputs), state_, false);
