@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher import torchrun, torchrun_nodes
+from launcher import torchrun, torchrun_nodes, world_sizes
 
 
 def _results(launch, nranks=2):
@@ -21,8 +21,10 @@ def _check_ddp(results):
     assert results[0]["weights_moved"]
 
 
-def test_ddp_buckets_and_no_sync_match_gloo_and_a_single_process():
-    results = _results(torchrun("ddp_train.py", "eager", 4, timeout=240))
+@pytest.mark.parametrize("nproc", world_sizes())
+def test_ddp_buckets_and_no_sync_match_gloo_and_a_single_process(nproc):
+    launch = torchrun("ddp_train.py", "eager", 4, nproc=nproc, timeout=240, env={"TORCH_NPU_DEVICE_COUNT": str(nproc)})
+    results = _results(launch, nproc)
     _check_ddp(results)
     assert len(results[0]["buckets"]) >= 2  # gradients reduced in several buckets
 
