@@ -26,7 +26,7 @@ def _calls(nbytes: int) -> int:
     return max(8, min(100, (16 << 20) // nbytes))
 
 
-def worker(samples: int) -> None:
+def worker(samples: int, sizes: list[int]) -> None:
     import torch
     import torch.distributed as dist
 
@@ -37,7 +37,7 @@ def worker(samples: int) -> None:
     dist.init_process_group("cpu:gloo,npu:hccl")
     world = dist.get_world_size()
     rows = []
-    for nbytes in SIZES:
+    for nbytes in sizes:
         n = nbytes // 4
         tensors = {"npu": torch.ones(n, device="npu"), "cpu": torch.ones(n)}
         calls = _calls(nbytes)
@@ -79,15 +79,17 @@ def _free_port() -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=21)
+    parser.add_argument("--samples", type=int, default=41)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="comma-separated byte counts")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.samples)
+        worker(args.samples, [int(b) for b in args.sizes.split(",")])
         return
     argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--master-addr=127.0.0.1",
-            f"--master-port={_free_port()}", os.path.abspath(__file__), "--worker", f"--samples={args.samples}"]
+            f"--master-port={_free_port()}", os.path.abspath(__file__), "--worker", f"--samples={args.samples}",
+            f"--sizes={args.sizes}"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     load = os.getloadavg()[0]
     out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800)

@@ -1,5 +1,6 @@
-"""The hccl backend on 2 processes under torchrun: every collective on npu tensors equals the
-same call on cpu tensors over gloo, and ``import torch_npu`` only names the backend."""
+"""The hccl backend on 2 processes under torchrun (3 and 4 too in the full set, see
+launcher.py): every collective on npu tensors equals the same call on cpu tensors over gloo,
+and ``import torch_npu`` only names the backend."""
 from __future__ import annotations
 
 import json
