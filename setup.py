@@ -39,6 +39,8 @@ setup(
             "parameterized",
             "onnx",
             "onnxscript",
+            # torch.testing._internal (PyTorch's OpInfo database, swept on npu) imports it.
+            "expecttest",
             # Real client code the tests run on npu. torchvision 0.28.0 on the index is a
             # CUDA build whose C++ ops do not load against the CPU torch; the tests define
             # its two op schemas before importing its pure-Python model code.
