@@ -145,15 +145,22 @@ def test_cpu_kernel_equals_npu(layout, mode):
         torch.testing.assert_close(a, b)
 
 
-def test_gqa_mqa_and_long_sequences():
-    # One key/value head for eight query heads, more keys than queries, blocks of the kernel
-    # cut in the middle of the causal band.
-    case = Case("BSND", 3, torch.float32, b=1, n1=8, n2=1, sq=130, skv=300, d=32)
+@pytest.mark.parametrize("mode,band,dtype", [
+    (3, {}, torch.float32),
+    (4, dict(pre=200, nxt=50), torch.float32),
+    (0, dict(pre=100, nxt=20), torch.float32),
+    (None, {}, torch.bfloat16),
+    (2, {}, torch.float16),
+], ids=["causal", "band", "mask_and_band", "none_bf16", "causal_fp16"])
+def test_gqa_mqa_and_long_sequences(mode, band, dtype):
+    # One key/value head for eight query heads, more keys than queries, several query and key
+    # blocks of the kernel, cut in the middle of the band (and blocks entirely inside it).
+    case = Case("BSND", mode, dtype, b=1, n1=8, n2=1, sq=300, skv=700, d=32, **band)
     (out, *_), grads, g = case.run(NPU)
     want, want_grads = case.reference(g)
-    close(out, want, torch.float32)
+    close(out, want, dtype)
     for got, exp in zip(grads, want_grads):
-        close(got, exp, torch.float32, scale=2.0)
+        close(got, exp, dtype, scale=2.0)
 
 
 def test_value_head_dim_may_be_smaller():
