@@ -16,7 +16,7 @@ memory (per-thread blocks). The allocator rounds as CUDA's does (512-byte blocks
 
 Speed: median wall time of alternating runs, npu fused ÷ cpu SDPA, forward and forward+backward.
 
-    python bench/bench_attention.py [--seq 4096] [--runs 5] [--json]
+    python bench/bench_attention.py [--seq 4096] [--runs 5] [--dtype float32] [--json]
 """
 from __future__ import annotations
 
@@ -89,11 +89,13 @@ def main() -> int:
     parser.add_argument("--seq", type=int, default=4096)
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     b, n, s, d = args.batch, args.heads, args.seq, args.dim
     g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(b, n, s, d, generator=g) for _ in range(3))
+    dtype = getattr(torch, args.dtype)
+    q, k, v = (torch.randn(b, n, s, d, generator=g).to(dtype) for _ in range(3))
     qn, kn, vn = (t.to(NPU) for t in (q, k, v))
     scale = 1.0 / d ** 0.5
 
@@ -137,6 +139,7 @@ def main() -> int:
 
     summary = {
         "shape": [b, n, s, d],
+        "dtype": args.dtype,
         "load_1min": os.getloadavg()[0],
         "threads": torch.get_num_threads(),
         "peak_bytes": mem,
@@ -158,7 +161,7 @@ def main() -> int:
         print(json.dumps(summary, indent=2))
     else:
         mib = lambda x: f"{x / 2**20:8.2f} MiB"  # noqa: E731
-        print(f"attention B={b} N={n} S={s} D={d} float32, {summary['threads']} threads, "
+        print(f"attention B={b} N={n} S={s} D={d} {args.dtype}, {summary['threads']} threads, "
               f"load {summary['load_1min']:.1f}")
         print(f"  inputs q,k,v                      {mib(inputs)}   (score matrix would be {mib(scores)})")
         for name, nbytes in mem.items():
