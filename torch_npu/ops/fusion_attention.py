@@ -4,9 +4,9 @@ transformers' Ascend flash-attention integration and Megatron/MindSpeed-style tr
 ``torch_npu.npu_fusion_attention`` (layouts BSH, SBH, BSND, BNSD and packed TND, sparse modes,
 dropout, GQA). Here the operators are defined with the Ascend schema in the ``npu`` namespace and
 run the runtime's flash kernels (``npu::_fused_attention_forward``/``_backward``), which never
-materialise an Sq x Skv matrix unless an explicit mask or positional bias is given. A fake kernel
-makes them traceable by ``torch.compile`` and ``torch.export``; autograd uses the grad operator,
-as on Ascend.
+materialise an Sq x Skv matrix unless an explicit mask or positional bias is given. Shape
+functions (a fake kernel for the forward, a Meta kernel for the grad operator) make them traceable
+by ``torch.compile`` and ``torch.export``; autograd uses the grad operator, as on Ascend.
 
 The schema follows the Ascend package, with one difference a caller cannot see: the three int
 outputs (dropout seed, offset, element count) are declared ``SymInt`` so that a compiled
