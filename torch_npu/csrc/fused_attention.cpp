@@ -86,12 +86,17 @@ void dropout_row(const Philox& rng, uint64_t first, int64_t n, float keep_prob, 
 // took most of the kernel's time. These loops are written so the compiler vectorises them:
 // 16 independent lanes for the reductions and a branch-free exp. On x86-64 with GCC each is
 // built for AVX-512, AVX2 and the baseline and the loader picks the clone the CPU supports
-// (the results do not depend on the clone: no FMA contraction, same operation order).
+// (the results do not depend on the clone: the operation order is the same in all, and
+// contraction into FMA, which GCC does by default where the target has it, is off here).
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define NPU_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#define NPU_VECTOR_CLONES_END _Pragma("GCC pop_options")
 #else
 #define NPU_VECTOR_CLONES
+#define NPU_VECTOR_CLONES_END
 #endif
 
 constexpr int64_t kLanes = 16;
@@ -175,6 +180,8 @@ NPU_VECTOR_CLONES void softmax_grad_row(const float* prob, float* dprob, int64_t
   }
   for (; c < n; ++c) dprob[c] = prob[c] * (dprob[c] - delta);
 }
+
+NPU_VECTOR_CLONES_END
 
 // ---- strided loads and stores -----------------------------------------------------------
 
