@@ -54,6 +54,10 @@ setup(
             # -g0 overrides the -g of Python's default flags: debug info triples the
             # compile time of each runtime file (ATen's headers) for no user benefit.
             extra_compile_args={"cxx": ["-O2", "-g0", "-std=c++17", "-fvisibility=hidden"]},
+            # The npu's Kineto activity profiler (torch.profiler device rows) builds
+            # against the Kineto headers that ship with torch.
+            define_macros=[("USE_KINETO", None)],
+            include_dirs=[os.path.join(os.path.dirname(torch.__file__), "include", "kineto")],
         )
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},

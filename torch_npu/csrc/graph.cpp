@@ -5,8 +5,10 @@
 // graph's private pool, and replay later runs the recorded CPU kernels on exactly that
 // memory. Anything that needs the host to wait for the device aborts the capture.
 #include "npu_runtime.h"
+#include "npu_observe.h"
 
 #include <ATen/ops/empty_strided.h>
+#include <ATen/record_function.h>
 
 namespace torch_npu {
 
@@ -245,6 +247,23 @@ void record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   }
   for (const auto& m : npu_to_cpu) keep.push_back(m.first);
 
+  // What the node reads and writes, for the observers of its replays.
+  std::vector<c10::IValue> npu_args;
+  npu_args.reserve(num_args);
+  for (const auto& iv : cpu_args) {
+    if (iv.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : iv.toTensorList()) list.push_back(npu_of(c10::IValue(t)));
+      npu_args.emplace_back(list);
+    } else {
+      npu_args.push_back(iv.isTensor() ? c10::IValue(npu_of(iv)) : iv);
+    }
+  }
+  std::vector<observe::TensorAccess> accesses = observe::operator_accesses(schema, npu_args.data(), num_args);
+  for (const auto& r : results) {
+    if (r.isTensor()) observe::add_access(accesses, r.toTensor(), true, true, "");
+  }
+
   // Generator arguments are looked up again at every replay so graph-safe state swaps apply.
   std::vector<std::pair<size_t, at::Generator>> generators;
   for (size_t i = 0; i < num_args; ++i) {
@@ -274,20 +293,20 @@ void record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     std::vector<c10::IValue> out_args(cpu_args);
     for (const auto& slot : output_slots) out_args.emplace_back(slot.second);
     c10::OperatorHandle out_handle = *out_op;
-    capture->add_node([out_handle, out_args, generators]() {
+    capture->add_node(observe::replayed_node(schema.name(), device, std::move(accesses), [out_handle, out_args, generators]() {
       torch::jit::Stack s(out_args.begin(), out_args.end());
       for (const auto& g : generators) {
         if (g.second.defined()) s[g.first] = c10::IValue(backing_cpu_generator(g.second));
       }
       out_handle.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
-    }, std::move(keep));
+    }), std::move(keep));
     stack->erase(stack->begin() + begin, stack->end());
     for (auto& r : results) stack->push_back(std::move(r));
     return;
   }
 
   c10::OperatorHandle handle = op;
-  capture->add_node([handle, cpu_args, output_slots, generators, num_returns]() {
+  capture->add_node(observe::replayed_node(schema.name(), device, std::move(accesses), [handle, cpu_args, output_slots, generators, num_returns]() {
     torch::jit::Stack s(cpu_args.begin(), cpu_args.end());
     for (const auto& g : generators) {
       if (g.second.defined()) s[g.first] = c10::IValue(backing_cpu_generator(g.second));
@@ -304,7 +323,7 @@ void record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
         dst.copy_(s[r].toTensorList().get(k));
       }
     }
-  }, std::move(keep));
+  }), std::move(keep));
 
   stack->erase(stack->begin() + begin, stack->end());
   for (auto& r : results) stack->push_back(std::move(r));
@@ -348,6 +367,8 @@ void NpuGraph::replay() {
               abort_reason_, ")");
   TORCH_CHECK(captured_, "NPUGraph.replay() needs a finished capture (capture_begin/capture_end)");
   TORCH_CHECK(tls_capture == nullptr, "NPUGraph.replay() cannot run while another graph is being captured");
+  // A CPU op of its own in profiler traces; the replayed nodes are its device kernels.
+  RECORD_FUNCTION("NPUGraph.replay", std::vector<c10::IValue>());
   for (auto& node : nodes_) node();
 }
 
