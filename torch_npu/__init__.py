@@ -57,7 +57,7 @@ globals().update(_ops.register_all())
 
 # Subpackages that load on first attribute access (PEP 562), so that
 # ``torch_npu.compiler`` or ``torch_npu.dynamo`` cost nothing until used.
-_LAZY_SUBMODULES = ("compiler", "dynamo", "npu")
+_LAZY_SUBMODULES = ("compiler", "dynamo", "npu", "profiler")
 
 
 def __getattr__(name: str):

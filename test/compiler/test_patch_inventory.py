@@ -72,6 +72,7 @@ checks = {
     _patches.REGISTRATIONS[5]: all(_COMPILER_FNS[n] is registry.ENTRIES[n] for n in registry.ENTRIES),
     _patches.REGISTRATIONS[6]: common.get_scheduling_for_device("npu") is not None,
     _patches.REGISTRATIONS[7]: "npu" in common.device_op_overrides_dict,
+    _patches.REGISTRATIONS[8]: torch_npu._C._profiler_registered(),
 }
 print(json.dumps(diff))
 print(json.dumps({"applied": list(_patches.applied()), "inventory": list(_patches.PATCHES),

@@ -26,6 +26,9 @@ REGISTRATIONS: tuple[str, ...] = (
     "torch._dynamo.register_backend: npu, npugraph_ex, npugraphs",
     "torch._inductor.codegen.common.register_backend_for_device: npu",
     "torch._inductor.codegen.common.register_device_op_overrides: npu",
+    # Made by import torch_npu, not by the trigger:
+    "torch profiler PrivateUse1 registry (REGISTER_PRIVATEUSE1_PROFILER, registerPrivateUse1Methods): "
+    "the npu Kineto activity profiler and marker stubs",
 )
 
 _applied: list[str] = []
