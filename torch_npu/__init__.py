@@ -4,12 +4,14 @@ Importing the package loads the runtime (``torch_npu._C``), renames PrivateUse1 
 ``npu``, registers ``torch.npu`` and the ``.npu()``/``is_npu`` methods, and installs two
 import-system finders: the compile trigger (Dynamo/Inductor integration is set up when
 those modules are first imported, never here) and the ``npugraph_ex`` alias, and registers
-the fused ``npu_*`` operators (``torch.ops.npu``, bound as ``torch_npu.<name>``). It imports
-no compiler module and initialises no device, so it costs about what ``import torch`` costs.
+the fused ``npu_*`` operators (``torch.ops.npu``, bound as ``torch_npu.<name>``). If
+``TORCH_NPU_SANITIZER`` asks for it, it enables the stream sanitizer. It imports no
+compiler module and initialises no device, so it costs about what ``import torch`` costs.
 """
 from __future__ import annotations
 
 import importlib
+import os as _os
 import sys
 
 
@@ -54,6 +56,12 @@ _npugraph_ex_finder.install()
 from torch_npu import ops as _ops  # noqa: E402
 
 globals().update(_ops.register_all())
+
+if _os.environ.get("TORCH_NPU_SANITIZER"):
+    from torch_npu.npu import _stream_sanitizer  # noqa: E402
+
+    if _stream_sanitizer.enabled_by_environment():
+        _stream_sanitizer.enable_npu_sanitizer()
 
 # Subpackages that load on first attribute access (PEP 562), so that
 # ``torch_npu.compiler`` or ``torch_npu.dynamo`` cost nothing until used.
