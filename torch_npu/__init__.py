@@ -4,9 +4,10 @@ Importing the package loads the runtime (``torch_npu._C``), renames PrivateUse1 
 ``npu``, registers ``torch.npu`` and the ``.npu()``/``is_npu`` methods, and installs two
 import-system finders: the compile trigger (Dynamo/Inductor integration is set up when
 those modules are first imported, never here) and the ``npugraph_ex`` alias, and registers
-the fused ``npu_*`` operators (``torch.ops.npu``, bound as ``torch_npu.<name>``). If
-``TORCH_NPU_SANITIZER`` asks for it, it enables the stream sanitizer. It imports no
-compiler module and initialises no device, so it costs about what ``import torch`` costs.
+the fused ``npu_*`` operators (``torch.ops.npu``, bound as ``torch_npu.<name>``). It also
+registers torch_npu's ``TORCH_LOGS`` names and, if ``TORCH_NPU_SANITIZER`` asks for it,
+enables the stream sanitizer. It imports no compiler module and initialises no device, so
+it costs about what ``import torch`` costs.
 """
 from __future__ import annotations
 
@@ -18,10 +19,14 @@ import sys
 def _autoload() -> None:
     """Entry point of the ``torch.backends`` group: ``import torch`` loads torch_npu.
 
-    Everything happens at import; there is nothing left to do here. Defined before
+    Everything else happens at import. What is left is what ``import torch`` needs before
+    it reads ``TORCH_LOGS`` right after this call: our log names. Defined before
     ``import torch`` so that autoload finds it when ``import torch_npu`` comes first
     (torch's own import then loads this partially initialised module).
     """
+    from torch_npu import _log_names
+
+    _log_names.register()
 
 
 import torch
@@ -45,6 +50,10 @@ def _register_backend() -> None:
 
 
 _register_backend()
+
+from torch_npu import _log_names  # noqa: E402
+
+_log_names.register()  # TORCH_LOGS=npu and its artifacts (the compile trigger logs to one)
 
 from torch_npu import _autograd_exit_barrier, _compile_trigger, _npugraph_ex_finder  # noqa: E402
 

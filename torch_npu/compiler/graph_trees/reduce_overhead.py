@@ -26,6 +26,7 @@ MESSAGE = (
 )
 
 _warned = False
+log = torch._logging.getArtifactLogger(__name__, "npu_graphs")
 
 
 def warn_once_if_reduce_overhead() -> bool:
@@ -33,7 +34,10 @@ def warn_once_if_reduce_overhead() -> bool:
     global _warned
     from torch._inductor import config
 
-    if _warned or not config.triton.cudagraphs:
+    if not config.triton.cudagraphs:
+        return False
+    log.debug("mode='reduce-overhead': this npu graph runs without NPU graphs (use backend='npugraphs')")
+    if _warned:
         return False
     _warned = True
     warnings.warn(MESSAGE, UserWarning, stacklevel=2)

@@ -33,6 +33,9 @@ from torch_npu.npu import _graph_step_state
 
 from .recorded_graph import RecordedGraph
 
+# TORCH_LOGS=npu_graphs: records, replays and eager runs, with their reasons.
+log = torch._logging.getArtifactLogger(__name__, "npu_graphs")
+
 # Siblings recorded for one signature before falling back to moving live activations:
 # enough for a few gradient-accumulation micro-batches without unbounded memory.
 MAX_GRAPHS_PER_SIGNATURE = 4
@@ -173,8 +176,9 @@ class GraphFunction:
                 stacklevel=2,
             )
 
-    def _eager(self, args: list[Any]) -> Any:
+    def _eager(self, args: list[Any], reason: str) -> Any:
         self.manager.stats["eager_runs"] += 1
+        log.debug("%s graph %s runs eagerly: %s", self.mode.value, self.name, reason)
         return self.model(list(args))
 
     def _is_borrowed(self, i: int, a: torch.Tensor) -> bool:
@@ -190,11 +194,11 @@ class GraphFunction:
     def _run(self, args: list[Any]) -> Any:
         if self.disabled_reason is not None:
             self._warn(self.disabled_reason)
-            return self._eager(args)
+            return self._eager(args, self.disabled_reason)
         if torch.npu.is_current_stream_capturing():
             # Called inside someone else's capture: run the ops so that capture records
             # them (a nested capture or a replay is not allowed there).
-            return self._eager(args)
+            return self._eager(args, "called inside another NPU graph capture, which records its ops")
         manager = self.manager
         with manager.lock:
             key = _signature(args, self.static_input_idxs)
@@ -204,6 +208,7 @@ class GraphFunction:
                 # initialization, caches) happens outside the capture.
                 self._graphs[key] = []
                 manager.stats["warmups"] += 1
+                log.debug("%s graph %s: eager warm-up for a new input signature", self.mode.value, self.name)
                 return self.model(list(args))
 
             step = _graph_step_state.current_step()
@@ -211,23 +216,35 @@ class GraphFunction:
             for g in candidates:
                 if not (g.last_step == step and g.has_live_aliases()):
                     manager.stats["replays"] += 1
+                    log.debug("%s graph %s: replay", self.mode.value, self.name)
                     return g.run(args, step)
 
             if len(graphs) < MAX_GRAPHS_PER_SIGNATURE:
                 graph = self._record(args)
                 if graph is None:
-                    return self._eager(args)
+                    return self._eager(args, self.disabled_reason or "capture failed")
                 graphs.append(graph)
                 manager.add_graph(graph)
                 manager.stats["records"] += 1
+                log.debug(
+                    "%s graph %s: recorded NPU graph %d of this input signature%s",
+                    self.mode.value, self.name, len(graphs),
+                    " (the others hold activations of this step)" if len(graphs) > 1 else "",
+                )
                 return graph.run(args, step)
 
             if candidates:
                 # Busy with activations of this step and no room for a sibling: the
                 # waiting activations are moved off the graph's memory by run().
                 manager.stats["replays"] += 1
+                log.debug(
+                    "%s graph %s: replay after moving this step's live activations off its memory",
+                    self.mode.value, self.name,
+                )
                 return candidates[0].run(args, step)
-            return self._eager(args)
+            return self._eager(
+                args, f"{MAX_GRAPHS_PER_SIGNATURE} graphs of this signature exist and none matches the inputs"
+            )
 
     def _record(self, args: list[Any]) -> RecordedGraph | None:
         try:
