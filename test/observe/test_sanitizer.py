@@ -97,7 +97,7 @@ def test_free_while_another_stream_uses_it(sanitizer):
     del x  # freed: the default stream could reuse the block before the side stream is done
     gc.collect()
     with pytest.raises(sanitizer.NPUSanitizerErrors) as excinfo:
-        torch.ones(2, device="npu").add_(1)  # the next npu work raises the finding
+        torch.ones(2, device="npu").add_(1)  # a free cannot raise: the next npu work does
     error = _single_error(excinfo)
     assert isinstance(error, sanitizer.FreedWhileInUseError)
     assert "stream 0" in error.allocation_stream
@@ -109,15 +109,20 @@ def test_free_while_another_stream_uses_it(sanitizer):
     del y
 
 
-def test_pending_free_finding_raised_by_check(sanitizer):
+def test_free_on_another_thread_is_raised_by_check(sanitizer):
+    import threading
+
     side = torch.npu.Stream()
-    x = torch.randn(8, device="npu")
+    box = [torch.randn(8, device="npu")]
     side.wait_stream(torch.npu.current_stream())
     with torch.npu.stream(side):
-        x.add_(1)
-    del x
-    with pytest.raises(sanitizer.NPUSanitizerErrors):
-        sanitizer.check()
+        box[0].add_(1)
+    freer = threading.Thread(target=box.clear)
+    freer.start()
+    freer.join()
+    with pytest.raises(sanitizer.NPUSanitizerErrors) as excinfo:
+        sanitizer.check()  # or the next npu work, on any thread
+    assert isinstance(_single_error(excinfo), sanitizer.FreedWhileInUseError)
     sanitizer.check()  # raised once
 
 
@@ -289,3 +294,13 @@ def test_one_module_under_both_names():
 
     assert a.NPUSanitizerErrors is b.NPUSanitizerErrors
     assert torch.npu._sanitizer.enable_npu_sanitizer is a.enable_npu_sanitizer
+
+
+def test_copy_between_devices_orders_their_streams(sanitizer, two_devices):
+    d0, d1 = two_devices
+    src = torch.randn(1024, device=d1)
+    dst = src.to(d0)  # on npu:0's stream, ordered after npu:1's work and before its next
+    del src  # npu:1 may reuse the block at once: the copy is done as far as it can tell
+    gc.collect()
+    dst.add_(1)
+    sanitizer.check()

@@ -292,7 +292,11 @@ at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non
   }
   observe::KernelLaunch launch(observe::WorkKind::Memcpy, copy_kind(self, dst));
   const c10::Stream stream = current_stream(device);
+  // Between two devices the copy waits for the source device's stream, and that stream
+  // waits for the copy, as on hardware.
+  const bool across_devices = !crosses_host && self.device().index() != dst.device().index();
   if (launch.active()) {
+    if (across_devices) observe::on_stream_wait(stream, current_stream(self.device().index()));
     observe::add_access(launch.accesses(), self, false, false, "self");
     observe::add_access(launch.accesses(), dst, true, false, "dst");
     launch.start(stream);
@@ -300,6 +304,7 @@ at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non
   at::Tensor src_cpu = as_cpu_view(self);
   at::Tensor dst_cpu = as_cpu_view(dst);
   dst_cpu.copy_(src_cpu);
+  if (launch.active() && across_devices) observe::on_stream_wait(current_stream(self.device().index()), stream);
   // A blocking copy to or from host memory waits for the stream, as on hardware.
   if (crosses_host && !non_blocking) observe::on_stream_synchronize(stream);
   return dst;

@@ -111,6 +111,9 @@ void on_event_wait(const void* event, const c10::Stream& stream);
 void on_event_synchronize(const void* event);
 void on_event_destroy(const void* event);
 void on_stream_synchronize(const c10::Stream& stream);
+// `waiter` is ordered after the work queued on `waited` so far (a copy between devices
+// orders the two devices' streams around itself, as on hardware).
+void on_stream_wait(const c10::Stream& waiter, const c10::Stream& waited);
 void on_device_synchronize(c10::DeviceIndex device);
 
 // ---- profiler internals shared with the launch scope ----------------------------

@@ -80,6 +80,7 @@ struct Finding {
 };
 
 std::atomic<bool> g_enabled{false};
+bool is_enabled() { return g_enabled.load(std::memory_order_relaxed); }
 std::mutex g_mutex;
 uint64_t g_seq = 0;
 std::unordered_map<int64_t, Clock> g_streams;
@@ -296,7 +297,8 @@ void on_freed(void* ptr, bool graph_pool) {
   }
   if (found.empty()) return;
   // The free itself cannot raise (it runs in a destructor): the finding is raised by the
-  // next npu work or sanitizer check, with the stack of the free.
+  // next npu work, on any thread, or by check(). Not earlier, from arbitrary Python code:
+  // a free can happen during an import or a cleanup, which must not fail half-way.
   auto free_stack = gather_stack();
   std::lock_guard<std::mutex> lock(g_mutex);
   for (auto& f : found) {
@@ -339,6 +341,12 @@ void event_synchronize(const void* event) {
 void event_destroy(const void* event) {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_events.erase(event);
+}
+
+void stream_wait(int64_t waiter, int64_t waited) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  Clock done = clock_of(waited);
+  merge(clock_of(waiter), done);
 }
 
 void stream_synchronize(int64_t stream) {
@@ -415,6 +423,9 @@ void on_event_destroy(const void* event) {
 }
 void on_stream_synchronize(const c10::Stream& stream) {
   if (sanitizer::enabled()) sanitizer::stream_synchronize(stream_key(stream));
+}
+void on_stream_wait(const c10::Stream& waiter, const c10::Stream& waited) {
+  if (sanitizer::enabled()) sanitizer::stream_wait(stream_key(waiter), stream_key(waited));
 }
 void on_device_synchronize(c10::DeviceIndex device) {
   if (sanitizer::enabled()) sanitizer::device_synchronize(device);
