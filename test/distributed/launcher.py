@@ -124,3 +124,23 @@ def torchrun_nodes(script: str, *args, nnodes: int = 2, nproc: int = 1, timeout:
     out = "\n".join(o[1] for o in outputs)
     err = "\n".join(o[2] for o in outputs)
     return Launch(rc, out, err, time.monotonic() - start, _parse(out))
+
+
+def spawn_ranks(script: str, *args, nproc: int = 2, timeout: float = 120, env: dict | None = None) -> Launch:
+    """Start ``nproc`` plain processes (env:// rendezvous on 127.0.0.1) without torchrun, so
+    that a rank that dies does not take the others down: fault tests see every exit code.
+    ``Launch.returncode`` is the first non-zero exit code; ``Launch.codes`` has all of them."""
+    port = free_port()
+    procs = []
+    start = time.monotonic()
+    for rank in range(nproc):
+        rank_env = _env({**(env or {}), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+                         "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc)})
+        procs.append(_start([sys.executable, os.path.join(WORKERS, script), *map(str, args)], rank_env))
+    outputs = _finish(procs, timeout)
+    codes = [o[0] for o in outputs]
+    out = "\n".join(o[1] for o in outputs)
+    err = "\n".join(f"--- rank {i} ---\n{o[2]}" for i, o in enumerate(outputs))
+    launch = Launch(next((c for c in codes if c != 0), 0), out, err, time.monotonic() - start, _parse(out))
+    launch.codes = codes
+    return launch

@@ -31,6 +31,15 @@ constexpr int kRing = 16;       // recent collectives kept per rank
 constexpr int kP2PRing = 8;     // recent sends kept per destination
 constexpr int kReportEntries = 6;
 constexpr int64_t kSliceNs = 50'000'000;  // liveness checks while waiting
+constexpr int64_t kPollNs = 20'000;       // polling before sleeping on the futex
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
 
 size_t align64(size_t n) { return (n + 63) & ~size_t(63); }
 
@@ -81,6 +90,19 @@ std::string shape_text(const Signature& s) {
   o << "]";
   if (s.ntensors > 1) o << " x" << s.ntensors << " tensors";
   return o.str();
+}
+
+// Durations for messages: "3.00 s", "0.36 ms".
+std::string seconds_text(int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f s", ns / 1e9);
+  return buf;
+}
+
+std::string millis_text(int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f ms", ns / 1e6);
+  return buf;
 }
 
 std::string elements_text(int64_t n) { return c10::str(n, n == 1 ? " element" : " elements"); }
@@ -535,7 +557,7 @@ std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, 
   const int64_t deadline = start + static_cast<int64_t>(timeout.count()) * 1'000'000;
   bool dumped = false;
   bool waiting_marked = false;
-  int spins = 0;
+  int64_t last_check = start;
   std::vector<int> missing;
   for (int r = 0; r < world_; ++r) missing.push_back(r);
   auto clear_wait = [&]() {
@@ -554,13 +576,22 @@ std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, 
     missing.swap(still);
     if (missing.empty()) break;
     int64_t now = now_ns();
-    // A peer that is gone will never arrive.
-    std::string gone = first_gone_peer(missing);
-    if (!gone.empty()) {
-      clear_wait();
-      std::string head = c10::str("hccl ", describe(mine), " (#", seq, " on group '", group_, "') cannot complete: ",
-                                  gone, " before joining it");
-      throw_dist_error(report(head, seq));
+    // Arrival gaps in steady loops are microseconds: poll briefly before sleeping. No
+    // sched_yield here: on a loaded host it hands the core away for a whole time slice.
+    if (now - start < kPollNs) {
+      cpu_relax();
+      continue;
+    }
+    // A peer that is gone will never arrive (checked once per sleep slice: it reads /proc).
+    if (now - last_check >= kSliceNs) {
+      last_check = now;
+      std::string gone = first_gone_peer(missing);
+      if (!gone.empty()) {
+        clear_wait();
+        std::string head = c10::str("hccl ", describe(mine), " (#", seq, " on group '", group_,
+                                    "') cannot complete: ", gone, " before joining it");
+        throw_dist_error(report(head, seq));
+      }
     }
     if (now >= deadline) {
       clear_wait();
@@ -568,32 +599,40 @@ std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, 
       for (size_t i = 0; i < missing.size(); ++i) who << (i ? ", " : "") << missing[i];
       std::string head = c10::str(
           "hccl ", describe(mine), " (#", seq, " on group '", group_, "') timed out after ",
-          timeout.count() / 1000.0, " s on rank ", rank_, ": rank", missing.size() > 1 ? "s " : " ", who.str(),
+          seconds_text(timeout.count() * 1'000'000), " on rank ", rank_, ": rank", missing.size() > 1 ? "s " : " ", who.str(),
           " did not arrive. The timeout comes from init_process_group(timeout=...) or, when that is not given, "
           "HCCL_EXEC_TIMEOUT (seconds)");
       throw_dist_error(report(head, seq));
     }
     if (dump_after_s > 0 && !dumped && (now - start) > static_cast<int64_t>(dump_after_s * 1e9)) {
       dumped = true;
-      std::cerr << report(c10::str("hccl: rank ", rank_, " has waited ", (now - start) / 1e9, " s in ",
+      std::cerr << report(c10::str("hccl: rank ", rank_, " has waited ", seconds_text(now - start), " in ",
                                    describe(mine), " (#", seq, " on group '", group_, "')"),
                           seq)
                 << std::endl;
-    }
-    // Arrival gaps in steady loops are microseconds: look again before sleeping.
-    if (spins < 200) {
-      ++spins;
-      std::this_thread::yield();
-      continue;
     }
     if (!waiting_marked) {
       me->waiting_seq.store(seq);
       me->waiting_since_ns.store(start);
       waiting_marked = true;
     }
-    wait_for_change(seen, std::min(kSliceNs, deadline - now));
+    wait_for_change(seen, std::max<int64_t>(1'000'000, std::min(kSliceNs, deadline - now)));
   }
   clear_wait();
+  // A peer that posted this collective and then gave up (its own timeout, an error) will
+  // not run it: say so instead of entering the transport.
+  for (int r = 0; r < world_; ++r) {
+    if (r == rank_) continue;
+    int32_t st = slot(r)->status.load();
+    const Entry& theirs = ring(r)[seq % kRing];
+    bool done_with_it = theirs.seq.load() == seq &&
+                        theirs.state.load() == static_cast<uint8_t>(EntryState::kCompleted);
+    if ((st == kFailed || st == kLeft) && !done_with_it) {
+      std::string head = c10::str("hccl ", describe(mine), " (#", seq, " on group '", group_, "') cannot complete: ",
+                                  first_gone_peer({r}));
+      throw_dist_error(report(head, seq));
+    }
+  }
   for (int r = 0; r < world_; ++r) {
     if (r == rank_) continue;
     const Entry& e = ring(r)[seq % kRing];
@@ -638,13 +677,13 @@ void Board::await_send(int src, const Signature& mine, std::chrono::milliseconds
     }
     if (now >= deadline) {
       throw_dist_error(report(c10::str("hccl recv of ", describe(mine), " on group '", group_, "' timed out after ",
-                                       timeout.count() / 1000.0, " s on rank ", rank_, ": rank ", src,
+                                       seconds_text(timeout.count() * 1'000'000), " on rank ", rank_, ": rank ", src,
                                        " did not send (its send #", n, " to rank ", rank_, ")"), 0));
     }
     if (dump_after_s > 0 && !dumped && (now - start) > static_cast<int64_t>(dump_after_s * 1e9)) {
       dumped = true;
-      std::cerr << report(c10::str("hccl: rank ", rank_, " has waited ", (now - start) / 1e9,
-                                   " s for a send from rank ", src), 0)
+      std::cerr << report(c10::str("hccl: rank ", rank_, " has waited ", seconds_text(now - start),
+                                   " for a send from rank ", src), 0)
                 << std::endl;
     }
     wait_for_change(seen, std::min(kSliceNs, deadline - now));
@@ -683,13 +722,13 @@ std::string Board::entry_line(const Entry& e, int64_t now) const {
   o << "#" << seq << " " << describe(e.sig);
   switch (state) {
     case EntryState::kWaiting:
-      o << "  [waiting for peers " << (now - posted) / 1e9 << " s]";
+      o << "  [waiting for peers " << seconds_text(now - posted) << "]";
       break;
     case EntryState::kRunning:
-      o << "  [in flight " << (now - posted) / 1e9 << " s]";
+      o << "  [in flight " << seconds_text(now - posted) << "]";
       break;
     case EntryState::kCompleted:
-      o << "  [completed in " << (done - posted) / 1e6 << " ms, " << (now - done) / 1e9 << " s ago]";
+      o << "  [completed in " << millis_text(done - posted) << ", " << seconds_text(now - done) << " ago]";
       break;
     case EntryState::kFailed:
       o << "  [failed]";
@@ -702,6 +741,11 @@ std::string Board::entry_line(const Entry& e, int64_t now) const {
 
 std::string Board::report(const std::string& headline, uint64_t focus_seq) const {
   const int64_t now = now_ns();
+  if (focus_seq == 0) {  // on demand: the newest collective any rank has reached
+    for (int r = 0; r < world_; ++r) {
+      if (visible(r)) focus_seq = std::max<uint64_t>(focus_seq, slot(r)->posted.load());
+    }
+  }
   std::ostringstream o;
   o << headline << "\n";
   o << "Collective status of group '" << group_ << "' (" << world_ << " ranks";
@@ -728,7 +772,7 @@ std::string Board::report(const std::string& headline, uint64_t focus_seq) const
     if (f.status == kActive && !f.alive) o << "PROCESS EXITED; ";
     SlotHeader* s = slot(r);
     int64_t since = s->waiting_since_ns.load();
-    if (since != 0) o << "waiting for peers in #" << s->waiting_seq.load() << " for " << (now - since) / 1e9 << " s; ";
+    if (since != 0) o << "waiting for peers in #" << s->waiting_seq.load() << " for " << seconds_text(now - since) << "; ";
     o << "last posted #" << f.posted;
     if (focus_seq > 0 && f.posted < focus_seq) o << "  <-- has not arrived at #" << focus_seq;
     o << "\n";

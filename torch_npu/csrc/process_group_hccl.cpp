@@ -288,7 +288,7 @@ bool WorkHCCL::wait(std::chrono::milliseconds timeout) {
     }
     if (state_->dump_after_s > 0 && !dumped && elapsed > static_cast<int64_t>(state_->dump_after_s * 1e9)) {
       dumped = true;
-      std::cerr << board.report(c10::str("hccl: rank ", state_->rank, " has waited ", elapsed / 1e9, " s for ",
+      std::cerr << board.report(c10::str("hccl: rank ", state_->rank, " has waited ", elapsed / 1e9, " s in ",
                                          describe(sig_), " (#", seq_, " on group '", board.group(), "')"),
                                 seq_)
                 << std::endl;
