@@ -4,7 +4,8 @@ Importing the package loads the runtime (``torch_npu._C``), renames PrivateUse1 
 ``npu``, registers ``torch.npu`` and the ``.npu()``/``is_npu`` methods, and installs two
 import-system finders: the compile trigger (Dynamo/Inductor integration is set up when
 those modules are first imported, never here) and the ``npugraph_ex`` alias, and registers
-the fused ``npu_*`` operators (``torch.ops.npu``, bound as ``torch_npu.<name>``). It also
+the fused ``npu_*`` operators (``torch.ops.npu``, bound as ``torch_npu.<name>``), and names
+the ``hccl`` process-group backend to torch.distributed (loaded on first use). It also
 registers torch_npu's ``TORCH_LOGS`` names and, if ``TORCH_NPU_SANITIZER`` asks for it,
 enables the stream sanitizer. It imports no compiler module and initialises no device, so
 it costs about what ``import torch`` costs.
@@ -55,11 +56,12 @@ from torch_npu import _log_names  # noqa: E402
 
 _log_names.register()  # TORCH_LOGS=npu and its artifacts (the compile trigger logs to one)
 
-from torch_npu import _autograd_exit_barrier, _compile_trigger, _npugraph_ex_finder  # noqa: E402
+from torch_npu import _autograd_exit_barrier, _compile_trigger, _hccl_registration, _npugraph_ex_finder  # noqa: E402
 
 _autograd_exit_barrier.register()
 _compile_trigger.install()
 _npugraph_ex_finder.install()
+_hccl_registration.register()
 
 # The fused npu_* operators: torch.ops.npu.<name>, bound here as torch_npu.<name>.
 from torch_npu import ops as _ops  # noqa: E402
@@ -74,7 +76,7 @@ if _os.environ.get("TORCH_NPU_SANITIZER"):
 
 # Subpackages that load on first attribute access (PEP 562), so that
 # ``torch_npu.compiler`` or ``torch_npu.dynamo`` cost nothing until used.
-_LAZY_SUBMODULES = ("compiler", "dynamo", "npu", "profiler")
+_LAZY_SUBMODULES = ("compiler", "distributed", "dynamo", "npu", "profiler")
 
 
 def __getattr__(name: str):

@@ -60,6 +60,7 @@ from torch._inductor.codegen import common
 from torch_npu import _patches
 from torch_npu.compiler.backends import registry
 from torch_npu.compiler.device_interface import NpuInterface
+from torch_npu import _hccl_registration
 from torch._logging._internal import log_registry
 
 folded = ("get_device_properties", "get_device_name", "get_device_capability", "device_count")
@@ -73,9 +74,12 @@ checks = {
     _patches.REGISTRATIONS[5]: all(_COMPILER_FNS[n] is registry.ENTRIES[n] for n in registry.ENTRIES),
     _patches.REGISTRATIONS[6]: common.get_scheduling_for_device("npu") is not None,
     _patches.REGISTRATIONS[7]: "npu" in common.device_op_overrides_dict,
-    _patches.REGISTRATIONS[8]: log_registry.log_alias_to_log_qnames.get("npu") == ["torch_npu"]
+    _patches.REGISTRATIONS[8]: torch.distributed.Backend._plugins["HCCL"].creator_fn
+        is _hccl_registration._create_hccl_backend
+        and torch.distributed.Backend.default_device_backend_map["npu"] == "hccl",
+    _patches.REGISTRATIONS[9]: log_registry.log_alias_to_log_qnames.get("npu") == ["torch_npu"]
         and {"npu_setup", "npu_inductor", "npu_graphs"} <= log_registry.artifact_names,
-    _patches.REGISTRATIONS[9]: torch_npu._C._profiler_registered(),
+    _patches.REGISTRATIONS[10]: torch_npu._C._profiler_registered(),
 }
 print(json.dumps(diff))
 print(json.dumps({"applied": list(_patches.applied()), "inventory": list(_patches.PATCHES),

@@ -27,6 +27,7 @@ REGISTRATIONS: tuple[str, ...] = (
     "torch._inductor.codegen.common.register_backend_for_device: npu",
     "torch._inductor.codegen.common.register_device_op_overrides: npu",
     # Made by import torch_npu (and its autoload entry point), not by the trigger:
+    "torch.distributed.Backend.register_backend(extended_api=True, devices=['npu']): hccl",
     "torch._logging register_log / register_artifact: npu; npu_setup, npu_inductor, npu_graphs",
     "torch profiler PrivateUse1 registry (REGISTER_PRIVATEUSE1_PROFILER, registerPrivateUse1Methods): "
     "the npu Kineto activity profiler and marker stubs",
