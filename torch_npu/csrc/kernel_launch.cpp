@@ -8,6 +8,7 @@
 #include "npu_observe.h"
 
 #include <sstream>
+#include <unordered_map>
 
 namespace torch_npu::observe {
 
@@ -127,6 +128,103 @@ std::function<void()> replayed_node(std::string name, c10::DeviceIndex device, s
     launch.start(current_stream(device));
     fn();
   };
+}
+
+// ---- collectives ---------------------------------------------------------------------
+
+namespace {
+
+struct IssuedCollective {
+  std::string name;
+  c10::DeviceIndex device = 0;
+  int64_t issued_ns = 0;
+  uint64_t correlation = 0;
+  int32_t thread = 0;
+  bool profiled = false;
+};
+
+std::mutex g_collectives_mutex;
+std::unordered_map<const void*, IssuedCollective> g_collectives;
+
+c10::Stream collective_stream(c10::DeviceIndex device) {
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNpu, device), kCollectiveStreamId);
+}
+
+}  // namespace
+
+static c10::DeviceIndex npu_device_of(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b = {}) {
+  for (const auto* list : {&a, &b}) {
+    for (const auto& t : *list) {
+      if (t.defined() && t.device().type() == kNpu) return t.device().index();
+    }
+  }
+  return -1;
+}
+
+void collective_check(const std::string& name, const std::vector<at::Tensor>& reads,
+                      const std::vector<at::Tensor>& writes) {
+  if (!watching(kSanitizer)) return;
+  const c10::DeviceIndex device = npu_device_of(writes, reads);
+  if (device < 0) return;  // nothing on the npu (a barrier)
+  const c10::Stream comm = collective_stream(device);
+  on_stream_wait(comm, current_stream(device));
+  std::vector<TensorAccess> accesses;
+  for (const auto& t : reads) add_access(accesses, t, false, false, "input");
+  for (const auto& t : writes) add_access(accesses, t, true, false, "output");
+  auto kernel = sanitizer::on_kernel(name, stream_key(comm), accesses);  // raises on a race
+  sanitizer::on_kernel_end(kernel, {});
+  // The group keeps its tensors alive until the collective is done, as a record_stream would.
+  for (const auto* list : {&writes, &reads}) {
+    for (const auto& t : *list) on_record_stream(t, comm);
+  }
+}
+
+void collective_issued(const void* work, const std::string& name, const std::vector<at::Tensor>& tensors) {
+  if (!watching()) return;
+  const c10::DeviceIndex device = npu_device_of(tensors);
+  if (device < 0) return;
+  IssuedCollective issued{name, device, profiler::now_ns(), 0, 0, watching(kProfiler)};
+  if (issued.profiled) {
+    issued.correlation = profiler::current_correlation();
+    issued.thread = profiler::current_thread();
+  }
+  on_event_record(work, collective_stream(device));  // waiting for the work waits for this point
+  std::lock_guard<std::mutex> lock(g_collectives_mutex);
+  g_collectives[work] = std::move(issued);
+}
+
+void collective_completed(const void* work) {
+  if (!watching(kProfiler)) return;
+  IssuedCollective issued;
+  {
+    std::lock_guard<std::mutex> lock(g_collectives_mutex);
+    auto it = g_collectives.find(work);
+    if (it == g_collectives.end() || !it->second.profiled) return;
+    issued = it->second;
+    it->second.profiled = false;
+  }
+  profiler::record_kernel_of(WorkKind::Kernel, issued.name, issued.device, stream_key(collective_stream(issued.device)),
+                             issued.issued_ns, issued.issued_ns, profiler::now_ns(), issued.correlation, issued.thread);
+}
+
+void collective_waited(const void* work) {
+  if (!watching(kSanitizer)) return;
+  c10::DeviceIndex device;
+  {
+    std::lock_guard<std::mutex> lock(g_collectives_mutex);
+    auto it = g_collectives.find(work);
+    if (it == g_collectives.end()) return;
+    device = it->second.device;
+  }
+  on_event_wait(work, current_stream(device));
+}
+
+void collective_destroyed(const void* work) {
+  {
+    std::lock_guard<std::mutex> lock(g_collectives_mutex);
+    if (g_collectives.erase(work) == 0) return;
+  }
+  on_event_destroy(work);
 }
 
 }  // namespace torch_npu::observe

@@ -99,6 +99,22 @@ class KernelLaunch {
 std::function<void()> replayed_node(std::string name, c10::DeviceIndex device, std::vector<TensorAccess> accesses,
                                     std::function<void()> fn);
 
+// ---- collectives ------------------------------------------------------------------
+// A process group's collectives run on a communication stream of their device, as NCCL's
+// do: issuing one orders that stream after the current stream (and checks the tensors it
+// touches there, raising on a race before anything is sent); waiting for its work orders
+// the waiting stream after the collective. The profiler shows it on that stream's row,
+// from issue to completion. `work` identifies the collective until collective_destroyed.
+constexpr c10::StreamId kCollectiveStreamId = 0x7fff0000;
+// Before the collective is posted to its peers: raises on a race, so no peer waits for it.
+void collective_check(const std::string& name, const std::vector<at::Tensor>& reads,
+                      const std::vector<at::Tensor>& writes);
+// Once it is issued as `work`.
+void collective_issued(const void* work, const std::string& name, const std::vector<at::Tensor>& tensors);
+void collective_completed(const void* work);
+void collective_waited(const void* work);
+void collective_destroyed(const void* work);
+
 // ---- allocator (the allocator reports to the memory profiler itself) ---------------
 void on_block_allocated(void* ptr, size_t size, c10::DeviceIndex device);
 // `pool` is the block's memory pool (0: the general cache, else an NPU graph's).
@@ -124,6 +140,12 @@ int64_t now_ns();
 // Records a finished kernel (called only while a profiling session records).
 void record_kernel(WorkKind kind, const std::string& name, c10::DeviceIndex device, int64_t stream,
                    int64_t launch_ns, int64_t start_ns, int64_t end_ns);
+// The same for work that finishes on another thread: `correlation` and `thread` are those
+// of the launching CPU op (current_correlation() there).
+void record_kernel_of(WorkKind kind, const std::string& name, c10::DeviceIndex device, int64_t stream,
+                      int64_t launch_ns, int64_t start_ns, int64_t end_ns, uint64_t correlation, int32_t thread);
+uint64_t current_correlation();
+int32_t current_thread();
 }  // namespace profiler
 
 // ---- sanitizer internals shared with the launch scope ----------------------------

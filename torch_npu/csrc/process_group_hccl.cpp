@@ -2,6 +2,7 @@
 #include "process_group_hccl.h"
 
 #include "npu_runtime.h"
+#include "npu_observe.h"
 
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
@@ -192,7 +193,10 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkHCCL::getFuture() { return future_; 
 
 uint64_t WorkHCCL::getSequencenumber() const { return seq_; }
 
+WorkHCCL::~WorkHCCL() { observe::collective_destroyed(this); }
+
 void WorkHCCL::complete() {
+  observe::collective_completed(this);  // the profiler's row of collectives
   {
     std::lock_guard<std::mutex> lk(done_mu_);
     if (done_) return;
@@ -204,6 +208,7 @@ void WorkHCCL::complete() {
 }
 
 void WorkHCCL::fail(std::exception_ptr error) {
+  observe::collective_completed(this);
   {
     std::lock_guard<std::mutex> lk(done_mu_);
     if (done_) return;
@@ -264,6 +269,7 @@ bool WorkHCCL::wait(std::chrono::milliseconds timeout) {
   if (wait_driven_) {
     wait_for_transport(timeout);
     if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
+    observe::collective_waited(this);  // the waiting stream is now ordered after the collective
     return true;
   }
   const int64_t start = now_ns();
@@ -297,6 +303,7 @@ bool WorkHCCL::wait(std::chrono::milliseconds timeout) {
   }
   lk.unlock();
   if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
+  observe::collective_waited(this);
   return true;
 }
 
@@ -386,6 +393,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(Op op, const Signatu
                                                             std::chrono::milliseconds requested_timeout,
                                                             c10d::OpType type, const Start& start, Finish finish) {
   check_usable(op);
+  // The stream sanitizer checks the collective before any peer is told about it.
+  observe::collective_check(std::string("hccl:") + op_name(op), {}, outputs);
   const auto timeout = resolve_timeout(requested_timeout, *state_);
   Board& board = *state_->board;
   std::unique_lock<std::mutex> issue(issue_mu_);
@@ -409,6 +418,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(Op op, const Signatu
   }
   board.set_state(seq, EntryState::kRunning);
   auto work = c10::make_intrusive<WorkHCCL>(rank_, type, seq, sig, std::move(outputs), state_, false);
+  observe::collective_issued(work.get(), std::string("hccl:") + op_name(op), work->result());
   if (!start) {  // nothing to transfer (a barrier on a shared board: the arrival was the barrier)
     work->complete();
     return work;
@@ -453,7 +463,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::point_to_point(Op op, const Sig
                                                                 std::vector<at::Tensor> tensors, c10d::OpType type,
                                                                 const Start& start) {
   check_usable(op);
+  const std::string observed = std::string("hccl:") + op_name(op);
+  if (op == Op::kSend) {
+    observe::collective_check(observed, tensors, {});
+  } else {
+    observe::collective_check(observed, {}, tensors);
+  }
   auto work = c10::make_intrusive<WorkHCCL>(rank_, type, 0, sig, std::move(tensors), state_, true);
+  observe::collective_issued(work.get(), observed, work->result());
   work->complete_on_wait(nullptr);
   try {
     work->set_transport_work(start(state_->timeout));

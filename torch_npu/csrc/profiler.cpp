@@ -71,12 +71,18 @@ int64_t now_ns() {
       .count();
 }
 
-void record_kernel(WorkKind kind, const std::string& name, c10::DeviceIndex device, int64_t stream,
-                   int64_t launch_ns, int64_t start_ns, int64_t end_ns) {
-  uint64_t correlation = tls_correlation.empty() ? 0 : tls_correlation.back();
-  int32_t thread = system_thread_id();
+uint64_t current_correlation() { return tls_correlation.empty() ? 0 : tls_correlation.back(); }
+int32_t current_thread() { return system_thread_id(); }
+
+void record_kernel_of(WorkKind kind, const std::string& name, c10::DeviceIndex device, int64_t stream,
+                      int64_t launch_ns, int64_t start_ns, int64_t end_ns, uint64_t correlation, int32_t thread) {
   std::lock_guard<std::mutex> lock(g_stamps_mutex);
   g_stamps.push_back(KernelStamp{kind, name, device, stream, launch_ns, start_ns, end_ns, correlation, thread});
+}
+
+void record_kernel(WorkKind kind, const std::string& name, c10::DeviceIndex device, int64_t stream,
+                   int64_t launch_ns, int64_t start_ns, int64_t end_ns) {
+  record_kernel_of(kind, name, device, stream, launch_ns, start_ns, end_ns, current_correlation(), current_thread());
 }
 
 namespace {
@@ -123,6 +129,7 @@ namespace {
 
 std::string stream_label(int64_t stream) {
   c10::StreamId id = static_cast<c10::StreamId>(stream & ((int64_t{1} << 48) - 1));
+  if (id == kCollectiveStreamId) return "Collectives (hccl)";
   return id == 0 ? std::string("Stream 0 (default)") : "Stream " + std::to_string(id);
 }
 

@@ -129,6 +129,7 @@ Block& block_of(const void* ptr, const std::string& description) {
 std::string stream_name(int64_t key) {
   c10::DeviceIndex device = static_cast<c10::DeviceIndex>(key >> 48);
   int64_t id = key & ((int64_t{1} << 48) - 1);
+  if (id == kCollectiveStreamId) return "npu:" + std::to_string(device) + " collective stream (hccl)";
   return "npu:" + std::to_string(device) + " stream " + std::to_string(id) + (id == 0 ? " (default)" : "");
 }
 
