@@ -24,8 +24,10 @@ where the memory was allocated:
   by :func:`check`; findings still pending when the interpreter exits are printed.
 
 Beyond CUDA's sanitizer it checks the work inside NPU graph replays (each replayed kernel,
-on the replay stream), compiled Inductor kernels, and collectives announced by the
-distributed backend through :func:`record_kernel`. It runs inside the runtime: each kernel
+on the replay stream), compiled Inductor kernels, and the hccl backend's collectives (on a
+collective stream of their device, ordered after the caller's stream when issued; waiting
+for the work orders the caller's stream after them); other work can be announced with
+:func:`record_kernel`. It runs inside the runtime: each kernel
 costs one Python stack capture (symbolised only for a report) and a few table lookups, so
 it can stay on for a whole test suite; off, it costs nothing.
 """
