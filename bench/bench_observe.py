@@ -9,7 +9,8 @@ watched and unwatched runs:
   program pays while it runs; for reference the script also times the same region
   profiled with CPU activity only (PyTorch's own per-op recording, which npu profiling
   includes) and the post-processing after it (``key_averages()``: PyTorch's Python,
-  proportional to the number of events, paid once per profile);
+  proportional to the number of events, paid once per profile; the garbage collection of
+  its event tree is done there too, not left to fall inside the next timed region);
 - sanitizer: a multi-stream training step (inputs prefetched on a side stream, events,
   ``record_stream``) with the sanitizer on against off (budget <= 3x). Off, the runtime's
   hooks are one relaxed atomic load each: ``bench_eager.py`` measures that path.
@@ -19,6 +20,7 @@ watched and unwatched runs:
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import sys
@@ -69,6 +71,10 @@ def profiling_ratio(samples: int, passes: int = 50) -> dict[str, float]:
             begin = time.perf_counter()
             prof.key_averages()
             post.append(time.perf_counter() - begin)
+        # The event tree of a profile is cyclic garbage of tens of thousands of objects:
+        # collect it here, as part of the post-processing, not inside the next timed region.
+        del prof
+        gc.collect()
         return elapsed
 
     result = _ratio(plain, lambda: profiled([ProfilerActivity.CPU, ProfilerActivity.NPU]), samples)

@@ -97,11 +97,20 @@ def test_chrome_trace_has_a_row_per_stream_and_flows_to_cpu_ops(tmp_path):
     torch.testing.assert_close(d, (a @ a + torch.sigmoid(a)).cpu())
 
 
-def test_profile_memory_reports_npu_allocations():
+def test_profile_memory_reports_npu_allocations(tmp_path):
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.NPU], profile_memory=True) as prof:
         x = torch.empty(1024, 1024, device="npu")
         y = x.add(1)
         del x
+    # In the trace: npu memory events with the allocator's totals after each of them.
+    prof.export_chrome_trace(str(tmp_path / "trace.json"))
+    trace = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    npu_memory = [e["args"] for e in trace if e.get("name") == "[memory]"
+                  and e["args"]["Device Type"] == int(DeviceType.PrivateUse1)]
+    big = [(m["Bytes"], m["Total Allocated"] - m["Bytes"]) for m in npu_memory if abs(m["Bytes"]) == 4 << 20]
+    assert [b for b, _ in big] == [4 << 20, 4 << 20, -(4 << 20)]
+    assert all(m["Device Id"] == 0 and m["Total Reserved"] >= m["Total Allocated"] for m in npu_memory)
+    assert big[1][1] - big[0][1] >= 4 << 20  # the second allocation comes on top of the first
     # Allocations inside an op count for the op; the free of x, outside any op, is an event.
     memory = [e for e in prof.events() if e.name == "[memory]"]
     assert [e.device_memory_usage for e in memory if e.device_memory_usage != 0] == [-(4 << 20)]
