@@ -42,7 +42,7 @@ std::vector<at::Tensor> run_on_device(const char* name, const std::vector<at::Te
   aliases.reserve(inputs.size());
   for (const auto& t : inputs) aliases.push_back(t.defined() ? cpu_alias(t) : t);
 
-  if (active_capture() == nullptr) {
+  if (!is_recording()) {
     observe::KernelLaunch launch(observe::WorkKind::Kernel, name);
     if (launch.active()) {
       if (observe::watching(observe::kSanitizer)) launch.accesses() = input_accesses(inputs, input_names);
