@@ -153,14 +153,21 @@ def test_graph_replay_and_compiled_kernels_show_by_name():
         static_y = static_x.mul(3).add(1)
     fn = torch.compile(lambda a: (a.cos() * 2).sum(), backend="inductor")
     fn(static_x)
+    compiled_graph = torch.npu.NPUGraph()  # a replay of Inductor's kernels (Python host kernels)
+    with torch.npu.graph(compiled_graph):
+        static_sum = fn(static_x)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.NPU]) as prof:
         g.replay()
         fn(static_x)
+        compiled_graph.replay()
     events = list(prof.events())
     replay = [e for e in events if e.name == "NPUGraph.replay"]
-    assert len(replay) == 1
+    assert len(replay) == 2
     kernels_of_replay = {k.name for k in replay[0].kernels}
     assert {"aten::mul", "aten::add"} <= kernels_of_replay
+    assert any(k.name.startswith("cpp_fused") for k in replay[1].kernels), [k.name for k in replay[1].kernels]
+    compiled_graph.replay()  # unwatched: the direct path
+    torch.testing.assert_close(static_sum.cpu(), (torch.ones(32).cos() * 2).sum())
     compiled = [e for e in _npu_events(prof) if e.name.startswith("cpp_fused")]
     assert compiled, sorted({e.name for e in _npu_events(prof)})
     assert any(e.name == compiled[0].name for e in events if e.device_type == DeviceType.CPU)

@@ -48,7 +48,7 @@ def test_read_after_write_on_another_stream(sanitizer):
     assert error.current_access.operator == "aten::sum"
     assert error.current_access.type is sanitizer.AccessType.READ
     assert "stream 0" in error.current_access.stream
-    assert error.previous_access.operator == "aten::add"
+    assert error.previous_access.operator == "aten::add_"
     assert error.previous_access.type is sanitizer.AccessType.WRITE
     assert f"stream {side.stream_id}" in error.previous_access.stream
     # Both stacks end in this test, at the line of each access; the allocation is known.
@@ -223,6 +223,28 @@ def test_graph_replay_is_checked(sanitizer):
     torch.testing.assert_close(static_y.cpu(), torch.arange(8.0) * 2 + 1)
 
 
+def test_replay_of_compiled_kernels_is_checked(sanitizer):
+    # The graph of test_profiler.py's compiled replay: served from the FX graph cache.
+    fn = torch.compile(lambda a: (a.cos() * 2).sum(), backend="inductor")
+    static_x = torch.ones(32, device="npu")
+    fn(static_x)
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g):
+        static_sum = fn(static_x)
+    side = torch.npu.Stream()
+    side.wait_stream(torch.npu.current_stream())
+    with torch.npu.stream(side):
+        static_x.fill_(0.0)
+    with pytest.raises(sanitizer.NPUSanitizerErrors) as excinfo:
+        g.replay()  # Inductor's kernel reads static_x on the default stream, unordered
+    error = _single_error(excinfo)
+    assert error.current_access.operator.startswith("cpp_fused"), error.current_access.operator
+    assert error.previous_access.operator == "aten::fill_"
+    torch.npu.current_stream().wait_stream(side)
+    g.replay()
+    torch.testing.assert_close(static_sum.cpu(), torch.tensor(64.0))
+
+
 def test_announced_collective_is_checked(sanitizer):
     comm = torch.npu.Stream()
     grad = torch.ones(128, device="npu")
@@ -254,7 +276,7 @@ def test_compiled_kernels_are_checked(sanitizer):
     error = _single_error(excinfo)
     assert error.current_access.operator.startswith("cpp_fused")
     assert error.current_access.type is sanitizer.AccessType.READ  # an input pointer (const)
-    assert error.previous_access.operator == "aten::add"
+    assert error.previous_access.operator == "aten::add_"
 
 
 def test_environment_variable_enables_it_and_rejects_bad_values():

@@ -24,5 +24,5 @@ def test_collectives_are_checked_on_their_stream_and_profiled():
         assert r["read_before_wait"] == {**race, "current": "aten::sum"}
         assert r["write_before_wait"] == {**race, "current": "aten::fill_"}
         assert r["unordered_input"]["current"] == "hccl:broadcast"
-        assert r["unordered_input"]["previous"] == "aten::add"
+        assert r["unordered_input"]["previous"] == "aten::add_"
         assert r["profiled"] == [["hccl:all_reduce", 0x7FFF0000]]
