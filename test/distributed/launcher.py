@@ -4,6 +4,10 @@ Everything stays on 127.0.0.1 with ports picked free at run time, and every laun
 hard timeout: on expiry the whole process tree of the launch (torchrun and its workers,
 started in their own session) is killed, so a hung collective can never hang the suite.
 Workers report with ``harness.report(...)`` (a ``RESULT {json}`` line per rank).
+
+The suite runs a fixed subset on 2 ranks. ``TORCH_NPU_DIST_FULL=1`` (what
+scripts/run_distributed_full.sh sets) runs the world-size-generic checks on 3 and 4 ranks
+too: odd worlds and more than one peer per rank, at several times the cost.
 """
 from __future__ import annotations
 
@@ -19,6 +23,12 @@ from dataclasses import dataclass, field
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKERS = os.path.join(HERE, "workers")
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
+FULL_SET = os.environ.get("TORCH_NPU_DIST_FULL") == "1"
+
+
+def world_sizes() -> list[int]:
+    """The numbers of processes the world-size-generic tests run on."""
+    return [2, 3, 4] if FULL_SET else [2]
 
 
 def free_port() -> int:
@@ -48,11 +58,15 @@ class Launch:
 
 def _parse(stdout: str) -> dict[int, list[dict]]:
     out: dict[int, list[dict]] = {}
+    decoder = json.JSONDecoder()
     for line in stdout.splitlines():
-        if "RESULT " not in line:
-            continue
-        payload = json.loads(line.split("RESULT ", 1)[1])
-        out.setdefault(int(payload.pop("rank")), []).append(payload)
+        # raw_decode: other output may follow the object on the same line.
+        for chunk in line.split("RESULT ")[1:]:
+            try:
+                payload, _ = decoder.raw_decode(chunk)
+            except json.JSONDecodeError:
+                continue
+            out.setdefault(int(payload.pop("rank")), []).append(payload)
     return out
 
 

@@ -373,7 +373,6 @@ std::shared_ptr<Board> Board::create_shared(const std::string& name, int world, 
   std::atomic_thread_fence(std::memory_order_release);
   h->magic = kMagic;
   b->group_ = group;
-  b->recv_counts_.assign(world, 0);
   b->slot(rank)->pid.store(getpid());
   b->slot(rank)->status.store(kActive);
   return b;
@@ -404,7 +403,6 @@ std::shared_ptr<Board> Board::attach_shared(const std::string& name, int world, 
               "hccl: the collective board ", name, " does not match this group (world ", world,
               "); do all ranks run the same torch_npu version?");
   b->group_ = h->group;
-  b->recv_counts_.assign(world, 0);
   b->slot(rank)->pid.store(getpid());
   b->slot(rank)->status.store(kActive);
   return b;
@@ -426,7 +424,6 @@ std::shared_ptr<Board> Board::create_private(int world, int rank, const std::str
   h->slot_bytes = b->slot_bytes_;
   std::snprintf(h->group, sizeof(h->group), "%s", group.c_str());
   b->group_ = group;
-  b->recv_counts_.assign(world, 0);
   b->slot(rank)->pid.store(getpid());
   b->slot(rank)->status.store(kActive);
   return b;
@@ -482,7 +479,10 @@ uint64_t Board::post(const Signature& sig) {
   e.posted_ns.store(now_ns());
   e.done_ns.store(0);
   e.state.store(static_cast<uint8_t>(EntryState::kWaiting));
-  me->posted.store(seq, std::memory_order_release);
+  // Sequentially consistent, as the loads of the peers' counters in await_peers: of two
+  // ranks that post at the same moment, at least one sees the other's entry and compares
+  // (with a release store both could miss each other and enter the transport unchecked).
+  me->posted.store(seq);
   bump();
   return seq;
 }
@@ -547,7 +547,16 @@ std::vector<int> Board::unfinished_peers(uint64_t seq) const {
   return out;
 }
 
-std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, double dump_after_s) {
+std::vector<int> Board::absent_peers(uint64_t seq) const {
+  std::vector<int> out;
+  if (!shared_) return out;
+  for (int r = 0; r < world_; ++r) {
+    if (r != rank_ && slot(r)->posted.load() < seq) out.push_back(r);
+  }
+  return out;
+}
+
+std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, double dump_after_s, bool all) {
   const Entry& mine_entry = ring(rank_)[seq % kRing];
   const Signature& mine = mine_entry.sig;
   const Op op = static_cast<Op>(mine.op);
@@ -558,6 +567,11 @@ std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, 
   bool dumped = false;
   bool waiting_marked = false;
   int64_t last_check = start;
+  bool polled = false;
+  bool slept = false;
+  // Without `all`, a rank waits only so far that no peer falls kRing collectives behind
+  // (the board must still hold the entry a late peer compares against).
+  const uint64_t target = all ? seq : (seq > kRing - 2 ? seq - (kRing - 2) : 0);
   std::vector<int> missing;
   for (int r = 0; r < world_; ++r) missing.push_back(r);
   auto clear_wait = [&]() {
@@ -571,14 +585,25 @@ std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, 
     std::vector<int> still;
     for (int r : missing) {
       if (r == rank_) continue;
-      if (slot(r)->posted.load(std::memory_order_acquire) < seq) still.push_back(r);
+      if (slot(r)->posted.load() < target) still.push_back(r);
     }
     missing.swap(still);
-    if (missing.empty()) break;
+    if (missing.empty()) {
+      if (slept) {
+        ++stats_.slept;
+        stats_.slept_ns += now_ns() - start;
+      } else if (polled) {
+        ++stats_.polled;
+      } else {
+        ++stats_.immediate;
+      }
+      break;
+    }
     int64_t now = now_ns();
     // Arrival gaps in steady loops are microseconds: poll briefly before sleeping. No
     // sched_yield here: on a loaded host it hands the core away for a whole time slice.
     if (now - start < kPollNs) {
+      polled = true;
       cpu_relax();
       continue;
     }
@@ -616,13 +641,18 @@ std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, 
       me->waiting_since_ns.store(start);
       waiting_marked = true;
     }
+    slept = true;
     wait_for_change(seen, std::max<int64_t>(1'000'000, std::min(kSliceNs, deadline - now)));
   }
   clear_wait();
+  // Compare with every peer that has posted this collective. A pair of ranks exchanges data
+  // only if both entered the transport, and the later of the two compared them first: a
+  // mismatched call never reaches the transport on both sides (where a receive buffer too
+  // small for the message would abort the process, and a wrong dtype would give garbage).
   // A peer that posted this collective and then gave up (its own timeout, an error) will
   // not run it: say so instead of entering the transport.
   for (int r = 0; r < world_; ++r) {
-    if (r == rank_) continue;
+    if (r == rank_ || slot(r)->posted.load() < seq) continue;
     int32_t st = slot(r)->status.load();
     const Entry& theirs = ring(r)[seq % kRing];
     bool done_with_it = theirs.seq.load() == seq &&
@@ -634,13 +664,13 @@ std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, 
     }
   }
   for (int r = 0; r < world_; ++r) {
-    if (r == rank_) continue;
+    if (r == rank_ || slot(r)->posted.load() < seq) continue;
     const Entry& e = ring(r)[seq % kRing];
-    if (e.seq.load(std::memory_order_acquire) != seq) continue;  // cannot happen: peers wait for this rank
+    if (e.seq.load(std::memory_order_acquire) != seq) continue;  // cannot happen: the run-ahead is bounded
     std::string why = incompatibility(mine, rank_, e.sig, r);
     if (!why.empty()) {
       return c10::str("hccl ", op_name(op), " (#", seq, " on group '", group_, "'): ", why,
-                      ". Nothing was transferred; the group stays usable.");
+                      ". This rank did not enter the transport");
     }
   }
   return "";
@@ -658,45 +688,20 @@ void Board::post_send(int dst, const Signature& sig) {
   bump();
 }
 
-void Board::await_send(int src, const Signature& mine, std::chrono::milliseconds timeout, double dump_after_s) {
-  if (p2p_peers_ == 0 || src < 0 || src >= p2p_peers_) return;
-  uint64_t n = ++recv_counts_[src];
-  if (!shared_) return;
-  const int64_t start = now_ns();
-  const int64_t deadline = start + static_cast<int64_t>(timeout.count()) * 1'000'000;
-  bool dumped = false;
-  std::atomic<uint64_t>& count = send_counts(src)[rank_];
-  while (count.load(std::memory_order_acquire) < n) {
-    uint32_t seen = header()->wake.load();
-    if (count.load(std::memory_order_acquire) >= n) break;
-    int64_t now = now_ns();
-    std::string gone = first_gone_peer({src});
-    if (!gone.empty()) {
-      throw_dist_error(report(c10::str("hccl recv from rank ", src, " on group '", group_, "' cannot complete: ",
-                                       gone, " before sending"), 0));
-    }
-    if (now >= deadline) {
-      throw_dist_error(report(c10::str("hccl recv of ", describe(mine), " on group '", group_, "' timed out after ",
-                                       seconds_text(timeout.count() * 1'000'000), " on rank ", rank_, ": rank ", src,
-                                       " did not send (its send #", n, " to rank ", rank_, ")"), 0));
-    }
-    if (dump_after_s > 0 && !dumped && (now - start) > static_cast<int64_t>(dump_after_s * 1e9)) {
-      dumped = true;
-      std::cerr << report(c10::str("hccl: rank ", rank_, " has waited ", seconds_text(now - start),
-                                   " for a send from rank ", src), 0)
-                << std::endl;
-    }
-    wait_for_change(seen, std::min(kSliceNs, deadline - now));
-  }
+uint32_t Board::changes() const { return header()->wake.load(); }
+
+Board::SendCheck Board::check_send(int src, uint64_t n, const Signature& mine, std::string* why) const {
+  if (!p2p_checked() || src < 0 || src >= p2p_peers_) return SendCheck::kUnknown;
+  if (send_counts(src)[rank_].load(std::memory_order_acquire) < n) return SendCheck::kNotYet;
   P2PEntry* e = send_entry(src, rank_, n);
-  if (e->n.load(std::memory_order_acquire) != n) return;  // overwritten by later sends: nothing to compare
+  if (e->n.load(std::memory_order_acquire) != n) return SendCheck::kUnknown;
   const Signature& sent = e->sig;
-  if (sent.dtype != mine.dtype || sent.in_numel != mine.out_numel) {
-    throw_dist_error(c10::str("hccl recv on group '", group_, "': rank ", src, " sent ", shape_text(sent), " (",
-                              elements_text(sent.in_numel), ") but rank ", rank_, " receives into ", shape_text(mine),
-                              " (", elements_text(mine.out_numel), "). The receive buffer must have the dtype and "
-                              "number of elements of the sent tensor"));
-  }
+  if (sent.dtype == mine.dtype && sent.in_numel == mine.out_numel) return SendCheck::kMatch;
+  *why = c10::str("hccl recv on group '", group_, "': rank ", src, " sent ", shape_text(sent), " (",
+                  elements_text(sent.in_numel), ") but rank ", rank_, " receives into ", shape_text(mine), " (",
+                  elements_text(mine.out_numel), "). The receive buffer must have the dtype and number of "
+                  "elements of the sent tensor");
+  return SendCheck::kMismatch;
 }
 
 void Board::leave() {

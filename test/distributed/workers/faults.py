@@ -42,30 +42,46 @@ def still_usable():
 MISMATCHES = ("numel", "dtype", "op", "root", "reduce_op", "split")
 
 
-def mismatched(kind):
+def mismatched(kind, g):
     if kind == "numel":
-        dist.all_reduce(torch.ones(1024 if rank == 0 else 512, device=dev))
+        dist.all_reduce(torch.ones(1024 if rank == 0 else 512, device=dev), group=g)
     elif kind == "dtype":
-        dist.all_reduce(torch.ones(64, device=dev, dtype=torch.float32 if rank == 0 else torch.int32))
+        dist.all_reduce(torch.ones(64, device=dev, dtype=torch.float32 if rank == 0 else torch.int32), group=g)
     elif kind == "op":
         t = torch.ones(8, device=dev)
-        dist.all_reduce(t) if rank == 0 else dist.broadcast(t, 0)
+        dist.all_reduce(t, group=g) if rank == 0 else dist.broadcast(t, 0, group=g)
     elif kind == "root":
-        dist.broadcast(torch.ones(8, device=dev), src=rank)
+        dist.broadcast(torch.ones(8, device=dev), src=rank, group=g)
     elif kind == "reduce_op":
-        dist.all_reduce(torch.ones(8, device=dev), op=dist.ReduceOp.SUM if rank == 0 else dist.ReduceOp.MAX)
+        dist.all_reduce(torch.ones(8, device=dev), op=dist.ReduceOp.SUM if rank == 0 else dist.ReduceOp.MAX, group=g)
     elif kind == "split":
         # Rank 0 sends 1 row to rank 1, which expects 2 from it.
         ins = [1, 1] if rank == 0 else [2, 1]
         outs = [1, 2] if rank == 0 else [2, 1]
-        dist.all_to_all_single(torch.empty(sum(outs), device=dev), torch.ones(sum(ins), device=dev), outs, ins)
+        dist.all_to_all_single(torch.empty(sum(outs), device=dev), torch.ones(sum(ins), device=dev), outs, ins,
+                               group=g)
 
 
 if scenario == "mismatches":
-    # Each mismatch raises on every rank before any byte moves, so the group stays usable
-    # and the next case runs on the same group.
-    seen = {kind: {**attempt(lambda: mismatched(kind)), "usable_after": still_usable()} for kind in MISMATCHES}
+    # Each mismatch on a group of its own: every rank raises (the one that compares first
+    # at once, the others when they see it gave up), nothing crashes, the group is then
+    # unusable, and the other groups are not affected.
+    seen = {}
+    for kind in MISMATCHES:
+        g = dist.new_group(backend="hccl")
+        seen[kind] = attempt(lambda: mismatched(kind, g))
+        seen[kind]["after"] = attempt(lambda: dist.all_reduce(torch.ones(2, device=dev), group=g)).get("message", "")
+        seen[kind]["default_group_fine"] = still_usable()
     report(mismatches=seen)
+
+elif scenario == "p2p":
+    # A receive buffer smaller than the message: the receiver raises, naming both sides,
+    # before the transport reads a byte (a short buffer would otherwise abort the process).
+    if rank == 0:
+        seen = attempt(lambda: dist.isend(torch.ones(1024, device=dev), dst=1).wait())
+    else:
+        seen = attempt(lambda: dist.irecv(torch.empty(512, device=dev), src=0).wait())
+    report(**seen)
 
 elif scenario == "late":
     # Rank 1 arrives late: rank 0 times out naming it, then rank 1 learns that rank 0 gave up.
