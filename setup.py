@@ -59,6 +59,10 @@ setup(
             # the libgomp torch already loaded, so the kernels share torch's thread team.
             extra_compile_args={"cxx": ["-O2", "-g0", "-std=c++17", "-fvisibility=hidden", "-fopenmp"]},
             extra_link_args=["-fopenmp"],
+            # The npu's Kineto activity profiler (torch.profiler device rows) builds
+            # against the Kineto headers that ship with torch.
+            define_macros=[("USE_KINETO", None)],
+            include_dirs=[os.path.join(os.path.dirname(torch.__file__), "include", "kineto")],
         )
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},

@@ -5,22 +5,29 @@ Importing the package loads the runtime (``torch_npu._C``), renames PrivateUse1 
 import-system finders: the compile trigger (Dynamo/Inductor integration is set up when
 those modules are first imported, never here) and the ``npugraph_ex`` alias, and registers
 the fused ``npu_*`` operators (``torch.ops.npu``, bound as ``torch_npu.<name>``), and names
-the ``hccl`` process-group backend to torch.distributed (loaded on first use). It imports
-no compiler module and initialises no device, so it costs about what ``import torch`` costs.
+the ``hccl`` process-group backend to torch.distributed (loaded on first use). It also
+registers torch_npu's ``TORCH_LOGS`` names and, if ``TORCH_NPU_SANITIZER`` asks for it,
+enables the stream sanitizer. It imports no compiler module and initialises no device, so
+it costs about what ``import torch`` costs.
 """
 from __future__ import annotations
 
 import importlib
+import os as _os
 import sys
 
 
 def _autoload() -> None:
     """Entry point of the ``torch.backends`` group: ``import torch`` loads torch_npu.
 
-    Everything happens at import; there is nothing left to do here. Defined before
+    Everything else happens at import. What is left is what ``import torch`` needs before
+    it reads ``TORCH_LOGS`` right after this call: our log names. Defined before
     ``import torch`` so that autoload finds it when ``import torch_npu`` comes first
     (torch's own import then loads this partially initialised module).
     """
+    from torch_npu import _log_names
+
+    _log_names.register()
 
 
 import torch
@@ -45,6 +52,10 @@ def _register_backend() -> None:
 
 _register_backend()
 
+from torch_npu import _log_names  # noqa: E402
+
+_log_names.register()  # TORCH_LOGS=npu and its artifacts (the compile trigger logs to one)
+
 from torch_npu import _autograd_exit_barrier, _compile_trigger, _hccl_registration, _npugraph_ex_finder  # noqa: E402
 
 _autograd_exit_barrier.register()
@@ -57,9 +68,15 @@ from torch_npu import ops as _ops  # noqa: E402
 
 globals().update(_ops.register_all())
 
+if _os.environ.get("TORCH_NPU_SANITIZER"):
+    from torch_npu.npu import _stream_sanitizer  # noqa: E402
+
+    if _stream_sanitizer.enabled_by_environment():
+        _stream_sanitizer.enable_npu_sanitizer()
+
 # Subpackages that load on first attribute access (PEP 562), so that
 # ``torch_npu.compiler`` or ``torch_npu.dynamo`` cost nothing until used.
-_LAZY_SUBMODULES = ("compiler", "distributed", "dynamo", "npu")
+_LAZY_SUBMODULES = ("compiler", "distributed", "dynamo", "npu", "profiler")
 
 
 def __getattr__(name: str):

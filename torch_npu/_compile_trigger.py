@@ -21,11 +21,18 @@ import importlib
 import os
 import sys
 import threading
+import time
 import warnings
 from dataclasses import dataclass
 from typing import Callable
 
+import torch._logging
+
 from torch_npu._import_delegation import find_spec_elsewhere
+
+# TORCH_LOGS=npu_setup: each step, what triggered it, when and how long it took.
+_setup_log = torch._logging.getArtifactLogger(__name__, "npu_setup")
+_IMPORTED_AT = time.perf_counter()
 
 # Watched module -> the setup steps its first import triggers. The step functions live in
 # torch_npu.compiler.setup_steps, which is imported only when a step runs, i.e. after the
@@ -81,7 +88,9 @@ class _RunOnce:
         self.failed: dict[str, str] = {}
         self.runs: dict[str, int] = {}
 
-    def run(self, names: tuple[str, ...], resolve: Callable[[str], Callable[[], None]]) -> None:
+    def run(
+        self, names: tuple[str, ...], resolve: Callable[[str], Callable[[], None]], trigger: str = "ensure_setup()"
+    ) -> None:
         if all(name in self.done for name in names):  # fast path, no lock
             return
         with self.lock:
@@ -90,15 +99,24 @@ class _RunOnce:
                     continue
                 self.running.add(name)
                 self.runs[name] = self.runs.get(name, 0) + 1
+                started = time.perf_counter()
                 try:
                     resolve(name)()
                 except BaseException as exc:
                     self.failed[name] = f"{type(exc).__name__}: {exc}"
+                    _setup_log.debug(
+                        "setup step %s failed after %.1f ms (attempt %d, triggered by %s): %s",
+                        name, (time.perf_counter() - started) * 1e3, self.runs[name], trigger, self.failed[name],
+                    )
                     raise
                 finally:
                     self.running.discard(name)
                 self.failed.pop(name, None)
                 self.done.append(name)
+                _setup_log.debug(
+                    "setup step %s ran in %.1f ms, %.3f s after import torch_npu (triggered by %s)",
+                    name, (time.perf_counter() - started) * 1e3, started - _IMPORTED_AT, trigger,
+                )
 
     def after_fork_in_child(self) -> None:
         self.lock = threading.RLock()
@@ -131,12 +149,13 @@ def _is_loaded(name: str) -> bool:
     return not getattr(spec, "_initializing", False)
 
 
-def ensure_setup() -> None:
+def ensure_setup(trigger: str = "ensure_setup()") -> None:
     """Run every step whose watched module is loaded and that has not succeeded yet.
 
-    Raises the error of a failing step. Cheap once everything has run.
+    Raises the error of a failing step. Cheap once everything has run. ``trigger`` names
+    the caller in the ``npu_setup`` log.
     """
-    _guard.run(_steps_due(), _resolve_step)
+    _guard.run(_steps_due(), _resolve_step, trigger)
 
 
 def state() -> SetupState:
@@ -149,13 +168,13 @@ def state() -> SetupState:
     )
 
 
-def _on_watched_import(module_name: str) -> None:
+def _on_watched_import(module_name: str, trigger: str | None = None) -> None:
     """Called right after a watched module's code ran, with its import lock still held."""
     _watching.pop(module_name, None)
     if not _watching:
         _remove_finder()
     try:
-        _guard.run(STEPS[module_name], _resolve_step)
+        _guard.run(STEPS[module_name], _resolve_step, trigger or f"the first import of {module_name}")
     except Exception as exc:  # the import itself must not fail, see the module docstring
         warnings.warn(
             f"torch_npu compiler setup failed after importing {module_name} ({exc}); "
@@ -185,7 +204,7 @@ def _register_retry() -> None:
 
 def _retry_failed_setup(_args: object) -> None:
     if not all(name in _guard.done for name in _steps_due()):
-        ensure_setup()
+        ensure_setup("a retry at the start of a Dynamo compile")
 
 
 class _HookedLoader:
@@ -252,7 +271,7 @@ def install() -> None:
         sys.meta_path.insert(0, _finder)
     for module_name in STEPS:
         if _is_loaded(module_name):
-            _on_watched_import(module_name)
+            _on_watched_import(module_name, f"import torch_npu ({module_name} was imported before)")
 
 
 if hasattr(os, "register_at_fork"):

@@ -61,6 +61,7 @@ from torch_npu import _patches
 from torch_npu.compiler.backends import registry
 from torch_npu.compiler.device_interface import NpuInterface
 from torch_npu import _hccl_registration
+from torch._logging._internal import log_registry
 
 folded = ("get_device_properties", "get_device_name", "get_device_capability", "device_count")
 checks = {
@@ -77,6 +78,9 @@ checks = {
     _patches.REGISTRATIONS[9]: torch.distributed.Backend._plugins["HCCL"].creator_fn
         is _hccl_registration._create_hccl_backend
         and torch.distributed.Backend.default_device_backend_map["npu"] == "hccl",
+    _patches.REGISTRATIONS[10]: log_registry.log_alias_to_log_qnames.get("npu") == ["torch_npu"]
+        and {"npu_setup", "npu_inductor", "npu_graphs"} <= log_registry.artifact_names,
+    _patches.REGISTRATIONS[11]: torch_npu._C._profiler_registered(),
 }
 # What each patch changed, exactly: the npu_backend entry of Inductor's config; the three
 # RNG higher-order-op kernels that pick a device (BackendSelect of both ops, the fake and

@@ -32,7 +32,11 @@ REGISTRATIONS: tuple[str, ...] = (
     "torch._inductor.codegen.common.register_backend_for_device: npu",
     "torch._inductor.codegen.common.register_device_op_overrides: npu",
     "at::native::_fused_sdp_choice_stub (REGISTER_PRIVATEUSE1_DISPATCH, at import): npu SDPA -> overrideable",
+    # Made by import torch_npu (and its autoload entry point), not by the trigger:
     "torch.distributed.Backend.register_backend(extended_api=True, devices=['npu']): hccl",
+    "torch._logging register_log / register_artifact: npu; npu_setup, npu_inductor, npu_graphs",
+    "torch profiler PrivateUse1 registry (REGISTER_PRIVATEUSE1_PROFILER, registerPrivateUse1Methods): "
+    "the npu Kineto activity profiler and marker stubs",
 )
 
 _applied: list[str] = []

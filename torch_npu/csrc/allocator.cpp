@@ -17,6 +17,7 @@
 // as soon as no graph uses it and its last block is freed, where CUDA waits for the
 // next empty_cache().
 #include "npu_runtime.h"
+#include "npu_observe.h"
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
@@ -939,6 +940,7 @@ Block* malloc_block(c10::DeviceIndex device, size_t orig_size, int64_t stream) {
   lock.unlock();
   c10::reportMemoryUsageToProfiler(block->ptr, static_cast<int64_t>(block->size), allocated, reserved,
                                    c10::Device(kNpu, device));
+  observe::on_block_allocated(block->ptr, block->size, device);  // the stream sanitizer
   return block;
 }
 
@@ -978,6 +980,7 @@ void free_ptr(void* ptr) {
   int64_t reserved = 0;
   c10::DeviceIndex device = 0;
   int64_t size = 0;
+  int64_t pool = 0;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     auto it = g_live.find(ptr);
@@ -986,9 +989,11 @@ void free_ptr(void* ptr) {
     g_live.erase(it);
     device = b->device;
     size = static_cast<int64_t>(b->size);
+    pool = pool_id_of(b->pool);
     free_allocated_locked(b, ctx, &allocated, &reserved);
   }
   c10::reportMemoryUsageToProfiler(ptr, -size, allocated, reserved, c10::Device(kNpu, device));
+  observe::on_block_freed(ptr, pool);  // the stream sanitizer
 }
 
 void free_block_deleter(void* ptr) { free_ptr(ptr); }

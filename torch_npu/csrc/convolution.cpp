@@ -1,6 +1,7 @@
 // Convolution on npu. ATen routes convolutions of devices other than CPU/CUDA to the
 // "overrideable" ops, so they are implemented here by running the CPU convolution on
 // the same memory (recorded instead when a graph is capturing).
+#include "npu_observe.h"
 #include "npu_runtime.h"
 
 #include <torch/library.h>
@@ -15,9 +16,19 @@ at::Tensor meta_of(const at::Tensor& t) {
   return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
 }
 
+// What the profiler and the stream sanitizer see of a call: `name` reading `inputs`.
+std::vector<observe::TensorAccess> input_accesses(const std::vector<at::Tensor>& inputs,
+                                                  const std::vector<std::string>& names) {
+  std::vector<observe::TensorAccess> accesses;
+  for (size_t i = 0; i < inputs.size(); ++i) observe::add_access(accesses, inputs[i], false, false, names[i]);
+  return accesses;
+}
+
 // Runs `fn` over CPU aliases of `inputs` and returns npu outputs; during capture, output
-// shapes come from running `fn` on meta tensors and the real call is recorded.
-std::vector<at::Tensor> run_on_device(const std::vector<at::Tensor>& inputs, const TensorFn& fn) {
+// shapes come from running `fn` on meta tensors and the real call is recorded. The call
+// is npu work named `name` (the profiler's kernel, the sanitizer's reads and writes).
+std::vector<at::Tensor> run_on_device(const char* name, const std::vector<at::Tensor>& inputs,
+                                      const std::vector<std::string>& input_names, const TensorFn& fn) {
   c10::DeviceIndex device = -1;
   for (const auto& t : inputs) {
     if (!t.defined()) continue;
@@ -32,6 +43,11 @@ std::vector<at::Tensor> run_on_device(const std::vector<at::Tensor>& inputs, con
   for (const auto& t : inputs) aliases.push_back(t.defined() ? cpu_alias(t) : t);
 
   if (!is_recording()) {
+    observe::KernelLaunch launch(observe::WorkKind::Kernel, name);
+    if (launch.active()) {
+      if (observe::watching(observe::kSanitizer)) launch.accesses() = input_accesses(inputs, input_names);
+      launch.start(current_stream(device));
+    }
     std::vector<at::Tensor> results;
     {
       CpuAllocationRedirect redirect(device);
@@ -39,6 +55,7 @@ std::vector<at::Tensor> run_on_device(const std::vector<at::Tensor>& inputs, con
     }
     std::vector<at::Tensor> outs;
     for (const auto& r : results) outs.push_back(r.defined() ? adopt_cpu_result(r, device) : r);
+    for (const auto& o : outs) launch.add_output(o);
     return outs;
   }
   std::vector<at::Tensor> metas;
@@ -59,7 +76,9 @@ std::vector<at::Tensor> run_on_device(const std::vector<at::Tensor>& inputs, con
   std::vector<at::Tensor> keep;
   for (const auto& t : inputs) if (t.defined()) keep.push_back(t);
   for (const auto& t : outs) if (t.defined()) keep.push_back(t);
-  record_host_call([fn, aliases, out_aliases]() {
+  std::vector<observe::TensorAccess> accesses = input_accesses(inputs, input_names);
+  for (const auto& o : outs) observe::add_access(accesses, o, true, false, "");
+  record_host_call(observe::replayed_node(name, device, std::move(accesses), [fn, aliases, out_aliases]() {
     std::vector<at::Tensor> results = fn(aliases);
     for (size_t i = 0; i < results.size(); ++i) {
       if (out_aliases[i].defined()) {
@@ -67,7 +86,7 @@ std::vector<at::Tensor> run_on_device(const std::vector<at::Tensor>& inputs, con
         dst.copy_(results[i]);
       }
     }
-  }, std::move(keep));
+  }), std::move(keep));
   return outs;
 }
 
@@ -78,7 +97,7 @@ at::Tensor npu_convolution(const at::Tensor& input, const at::Tensor& weight, co
       d(C10_AS_INTARRAYREF_SLOW(dilation).vec()), op(C10_AS_INTARRAYREF_SLOW(output_padding).vec());
   int64_t g = groups.expect_int();
   at::Tensor b = bias.has_value() ? *bias : at::Tensor();
-  return run_on_device({input, weight, b}, [=](const std::vector<at::Tensor>& t) {
+  return run_on_device("aten::convolution_overrideable", {input, weight, b}, {"input", "weight", "bias"}, [=](const std::vector<at::Tensor>& t) {
     std::optional<at::Tensor> bb = t[2].defined() ? std::optional<at::Tensor>(t[2]) : std::nullopt;
     return std::vector<at::Tensor>{at::convolution(t[0], t[1], bb, s, p, d, transposed, op, g)};
   })[0];
@@ -92,7 +111,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_convolution_backward(
       d(C10_AS_INTARRAYREF_SLOW(dilation).vec()), op(C10_AS_INTARRAYREF_SLOW(output_padding).vec());
   int64_t g = groups.expect_int();
   std::vector<int64_t> bias_sizes{weight.size(transposed ? 1 : 0) * (transposed ? g : 1)};
-  auto outs = run_on_device({grad_output, input, weight}, [=](const std::vector<at::Tensor>& t) {
+  auto outs = run_on_device("aten::convolution_backward_overrideable", {grad_output, input, weight},
+                            {"grad_output", "input", "weight"}, [=](const std::vector<at::Tensor>& t) {
     auto r = at::convolution_backward(t[0], t[1], t[2], bias_sizes, s, p, d, transposed, op, g, output_mask);
     return std::vector<at::Tensor>{std::get<0>(r), std::get<1>(r), std::get<2>(r)};
   });

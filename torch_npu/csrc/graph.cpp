@@ -10,9 +10,11 @@
 // error mode. A check run (`check_begin`) applies the same rules without recording: the
 // work runs, and each operation a capture could not record is reported instead.
 #include "npu_graph.h"
+#include "npu_observe.h"
 
 #include <ATen/ExpandUtils.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/record_function.h>
 
 #include <algorithm>
 #include <unordered_map>
@@ -501,7 +503,21 @@ void record_host_call(std::function<void()> fn, std::vector<at::Tensor> keep) {
   capture->add_node(std::move(node), std::move(keep));
 }
 
-void record_python_call(PyObject* callable, PyObject* args) {
+// The message of the pending Python exception (cleared). Needs the GIL.
+static std::string fetch_python_error() {
+  PyObject *type, *value, *trace;
+  PyErr_Fetch(&type, &value, &trace);
+  PyObject* text = value != nullptr ? PyObject_Str(value) : nullptr;
+  const char* utf8 = text != nullptr ? PyUnicode_AsUTF8(text) : nullptr;
+  std::string message = utf8 != nullptr ? utf8 : "unknown error";
+  Py_XDECREF(text);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(trace);
+  return message;
+}
+
+void record_python_call(PyObject* callable, PyObject* args, const ObservedCall& observed) {
   auto capture = active_capture();
   TORCH_INTERNAL_ASSERT(capture != nullptr && !capture->checking());
   GraphNode node;
@@ -509,6 +525,20 @@ void record_python_call(PyObject* callable, PyObject* args) {
   Py_INCREF(args);
   node.callable = callable;
   node.args = args;
+  // The call as one node, for replays the profiler or the sanitizer watch; it borrows the
+  // node's references, which outlive every replay.
+  std::function<void()> call = [callable, args]() {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject* result = PyObject_Call(callable, args, nullptr);
+    if (result == nullptr) {
+      std::string message = fetch_python_error();
+      PyGILState_Release(gil);
+      TORCH_CHECK(false, "a host kernel recorded in this NPUGraph failed during replay: ", message);
+    }
+    Py_DECREF(result);
+    PyGILState_Release(gil);
+  };
+  node.native = observed ? observed(std::move(call)) : std::move(call);
   {
     std::lock_guard<std::mutex> lock(capture->mu);
     if (!capture->aborted) {
@@ -651,6 +681,23 @@ bool record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   }
   for (const auto& m : aliases) keep.push_back(m.first);
 
+  // What the node reads and writes, for the observers of its replays.
+  std::vector<c10::IValue> npu_args;
+  npu_args.reserve(num_args);
+  for (const auto& iv : cpu_args) {
+    if (iv.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : iv.toTensorList()) list.push_back(npu_of(c10::IValue(t)));
+      npu_args.emplace_back(list);
+    } else {
+      npu_args.push_back(iv.isTensor() ? c10::IValue(npu_of(iv)) : iv);
+    }
+  }
+  std::vector<observe::TensorAccess> accesses = observe::operator_accesses(schema, npu_args.data(), num_args);
+  for (const auto& r : results) {
+    if (r.isTensor()) observe::add_access(accesses, r.toTensor(), true, true, "");
+  }
+
   // Generator arguments are looked up again at every replay so graph-safe state swaps apply.
   std::vector<std::pair<size_t, at::Generator>> generators;
   for (size_t i = 0; i < num_args; ++i) {
@@ -709,6 +756,8 @@ bool record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
       }
     };
   }
+  // Each replay of the node announces it to the profiler and the stream sanitizer.
+  node.native = observe::replayed_node(schema.name(), device, std::move(accesses), std::move(node.native));
   capture->add_node(std::move(node), std::move(keep));
   stack->erase(stack->begin() + begin, stack->end());
   for (auto& r : results) stack->push_back(std::move(r));
@@ -840,7 +889,11 @@ void NpuGraph::replay() {
   TORCH_CHECK(capture_ == nullptr, "NPUGraph.replay() called during its own capture; call capture_end() first");
   TORCH_CHECK(captured_, "NPUGraph.replay() needs a finished capture (capture_begin/capture_end)");
   TORCH_CHECK(!is_recording(), "NPUGraph.replay() cannot run on a stream that is being captured");
-  if (has_python_nodes_) {
+  // A CPU op of its own in profiler traces; the replayed nodes are its device kernels.
+  RECORD_FUNCTION("NPUGraph.replay", std::vector<c10::IValue>());
+  // While the profiler or the sanitizer watches, every node runs through its native call,
+  // which announces it (Python host kernels included: theirs takes the GIL for the call).
+  if (has_python_nodes_ && !observe::watching()) {
     // Python host kernels: the GIL is held across the whole replay, so each launch costs a
     // call with a prebuilt argument tuple and nothing more.
     PyGILState_STATE gil = PyGILState_Ensure();
@@ -849,15 +902,8 @@ void NpuGraph::replay() {
         if (node.callable != nullptr) {
           PyObject* result = PyObject_Call(node.callable, node.args, nullptr);
           if (result == nullptr) {
-            PyObject *type, *value, *trace;
-            PyErr_Fetch(&type, &value, &trace);
-            PyObject* text = value != nullptr ? PyObject_Str(value) : nullptr;
-            std::string message = text != nullptr ? PyUnicode_AsUTF8(text) : "unknown error";
-            Py_XDECREF(text);
-            Py_XDECREF(type);
-            Py_XDECREF(value);
-            Py_XDECREF(trace);
-            TORCH_CHECK(false, "a host kernel recorded in this NPUGraph failed during replay: ", message);
+            TORCH_CHECK(false, "a host kernel recorded in this NPUGraph failed during replay: ",
+                        fetch_python_error());
           }
           Py_DECREF(result);
         } else {

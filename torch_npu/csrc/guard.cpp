@@ -4,6 +4,7 @@
 // is a point in time: recording stamps it, waiting has nothing left to wait for. Syncing
 // the host with the device is illegal during graph capture, as on real hardware.
 #include "npu_runtime.h"
+#include "npu_observe.h"
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
@@ -105,21 +106,26 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     ev->stream = stream.id();
     ev->stamp = std::chrono::steady_clock::now();
     ev->capture = capture_id_of_stream(stream);
+    observe::on_event_record(ev, stream);
   }
   void block(void* event, const c10::Stream& stream) const override {
     if (event == nullptr) return;
     // All earlier work has already completed on the host; a wait on an event of a
-    // capturing stream makes the waiting stream part of that capture (a fork).
+    // capturing stream makes the waiting stream part of that capture (a fork); observers
+    // track the ordering.
     auto* ev = static_cast<NpuEvent*>(event);
     if (ev->capture != 0 && is_capture_underway(ev->capture)) join_capture(ev->capture, stream);
+    observe::on_event_wait(event, stream);
   }
   bool queryEvent(void* /*event*/) const override { return true; }
   void destroyEvent(void* event, const c10::DeviceIndex /*device_index*/) const noexcept override {
+    observe::on_event_destroy(event);
     delete static_cast<NpuEvent*>(event);
   }
   bool queryStream(const c10::Stream& /*stream*/) const override { return true; }
   void synchronizeStream(const c10::Stream& stream) const override {
     check_stream_sync(stream, "stream synchronization");
+    observe::on_stream_synchronize(stream);
   }
   void synchronizeEvent(void* event) const override {
     auto* ev = static_cast<NpuEvent*>(event);
@@ -128,10 +134,12 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     } else {
       check_not_capturing("event synchronization");
     }
+    if (event != nullptr) observe::on_event_synchronize(event);
   }
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
     check_device_sync(device_index < 0 ? current_device() : device_index,
                       "device synchronization (torch.npu.synchronize)");
+    observe::on_device_synchronize(device_index);
   }
   c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
     return device_capability(d.has_index() ? d.index() : current_device());

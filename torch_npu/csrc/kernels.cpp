@@ -6,6 +6,7 @@
 // device memory, and hands the outputs back as npu tensors. Eager npu results are
 // therefore exactly the CPU results.
 #include "fallback.h"
+#include "npu_observe.h"
 
 #include <ATen/SparseTensorImpl.h>
 
@@ -202,6 +203,10 @@ void npu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
   const size_t num_args = args.size();
   const size_t begin = stack->size() - num_args;
   FallbackCall call{op};
+  observe::KernelLaunch launch(observe::WorkKind::Kernel, schema.name());
+  if (launch.active() && observe::watching(observe::kSanitizer)) {
+    launch.accesses() = observe::operator_accesses(schema, &(*stack)[begin], num_args);
+  }
 
   for (size_t i = 0; i < num_args; ++i) {
     c10::IValue& iv = (*stack)[begin + i];
@@ -247,6 +252,7 @@ void npu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
   const bool sparse = !call.sparse_to_cpu.empty() || ks.has(c10::DispatchKey::SparsePrivateUse1);
   const c10::DispatchKeySet cpu_keys = sparse ? c10::DispatchKeySet({c10::DispatchKey::SparseCPU, c10::DispatchKey::CPU})
                                               : c10::DispatchKeySet(c10::DispatchKey::CPU);
+  launch.start(current_stream(call.device));
   try {
     CpuAllocationRedirect redirect(call.device);
     op.redispatchBoxed(cpu_keys, stack);
@@ -269,6 +275,12 @@ void npu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
       converted.reserve(list.size());
       for (const at::Tensor& t : list) converted.push_back(call.to_npu(t, adopted));
       iv = converted;
+    }
+  }
+  if (launch.active()) {
+    for (size_t i = 0; i < num_returns; ++i) {
+      const c10::IValue& iv = (*stack)[ret_begin + i];
+      if (iv.isTensor()) launch.add_output(iv.toTensor());
     }
   }
   for (size_t i = 0; i < num_args; ++i) {
@@ -320,20 +332,47 @@ at::Tensor npu_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std
 
 at::Tensor as_cpu_view(const at::Tensor& t) { return t.device().type() == kNpu ? cpu_alias(t) : t; }
 
-at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+const std::string& copy_kind(const at::Tensor& src, const at::Tensor& dst) {
+  static const std::string h2d = "Memcpy HtoD", d2h = "Memcpy DtoH", d2d = "Memcpy DtoD";
+  if (src.device().type() != kNpu) return h2d;
+  return dst.device().type() != kNpu ? d2h : d2d;
+}
+
+at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   if (C10_UNLIKELY(in_bad_fork())) check_not_in_bad_fork();
   const bool crosses_host = self.device().type() != kNpu || dst.device().type() != kNpu;
   if (crosses_host) check_not_capturing("a copy between npu and host memory (.cpu(), .to('cpu'), .npu())");
+  // The copy runs on the current stream of the npu side (the destination's for npu -> npu).
+  const c10::DeviceIndex device = dst.device().type() == kNpu ? dst.device().index() : self.device().index();
   if (is_recording()) {
     // npu -> npu copy inside a capture: record it.
     at::Tensor src_alias = cpu_alias(self);
     at::Tensor dst_alias = cpu_alias(dst);
-    record_host_call([src_alias, dst_alias]() mutable { dst_alias.copy_(src_alias); }, {self, dst});
+    std::vector<observe::TensorAccess> accesses;
+    observe::add_access(accesses, self, false, false, "self");
+    observe::add_access(accesses, dst, true, false, "dst");
+    record_host_call(observe::replayed_node(copy_kind(self, dst), device, std::move(accesses),
+                                            [src_alias, dst_alias]() mutable { dst_alias.copy_(src_alias); }),
+                     {self, dst});
     return dst;
+  }
+  observe::KernelLaunch launch(observe::WorkKind::Memcpy, copy_kind(self, dst));
+  const c10::Stream stream = current_stream(device);
+  // Between two devices the copy waits for the source device's stream, and that stream
+  // waits for the copy, as on hardware.
+  const bool across_devices = !crosses_host && self.device().index() != dst.device().index();
+  if (launch.active()) {
+    if (across_devices) observe::on_stream_wait(stream, current_stream(self.device().index()));
+    observe::add_access(launch.accesses(), self, false, false, "self");
+    observe::add_access(launch.accesses(), dst, true, false, "dst");
+    launch.start(stream);
   }
   at::Tensor src_cpu = as_cpu_view(self);
   at::Tensor dst_cpu = as_cpu_view(dst);
   dst_cpu.copy_(src_cpu);
+  if (launch.active() && across_devices) observe::on_stream_wait(current_stream(self.device().index()), stream);
+  // A blocking copy to or from host memory waits for the stream, as on hardware.
+  if (crosses_host && !non_blocking) observe::on_stream_synchronize(stream);
   copy_backend_meta_if_absent(self, dst);
   return dst;
 }
@@ -404,11 +443,21 @@ void npu_record_stream(at::Tensor& self, c10::Stream stream) {
   TORCH_CHECK(stream.device_type() == kNpu, "record_stream expects an npu stream, got one of ", stream.device());
   TORCH_CHECK(stream.device_index() == self.device().index(), "record_stream: the tensor is on ", self.device(),
               " but the stream belongs to ", stream.device());
+  observe::on_record_stream(self, stream);
 }
 
 at::Scalar npu_local_scalar_dense(const at::Tensor& self) {
   check_not_capturing("reading a value to the host (.item(), bool(tensor), printing)");
-  return at::_local_scalar_dense(cpu_alias(self));
+  static const std::string name = "aten::_local_scalar_dense";
+  observe::KernelLaunch launch(observe::WorkKind::Memcpy, name);
+  const c10::Stream stream = current_stream(self.device().index());
+  if (launch.active()) {
+    observe::add_access(launch.accesses(), self, false, false, "self");
+    launch.start(stream);
+  }
+  at::Scalar value = at::_local_scalar_dense(cpu_alias(self));
+  observe::on_stream_synchronize(stream);  // the host waited for the value
+  return value;
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 // first use.
 #include "fallback.h"
 #include "npu_graph.h"
+#include "npu_observe.h"
 
+#include <ATen/record_function.h>
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
@@ -13,6 +15,9 @@
 namespace torch_npu {
 void register_hooks();
 void register_memory_history_bindings(py::module_& m);
+namespace observe {
+void bind_observers(py::module_& m);
+}
 namespace hccl {
 void add_bindings(py::module_& m);  // hccl_bindings.cpp
 }
@@ -132,14 +137,67 @@ py::list device_model_archs() {
   return out;
 }
 
+// The name of a compiled kernel, as the profiler and the sanitizer report it: the
+// wrapper's name for it (`name=`), else the function's own.
+std::string kernel_name(const py::function& fn, const py::kwargs& kwargs) {
+  if (kwargs.contains("name")) return py::str(kwargs["name"]).cast<std::string>();
+  py::object name = py::getattr(fn, "__name__", py::none());
+  return name.is_none() ? std::string("npu_host_kernel") : name.cast<std::string>();
+}
+
+// What a compiled kernel touches: its npu tensor arguments, written where `writes`
+// (argument positions, from the kernel's signature) says so; without it, every tensor
+// argument counts as written.
+std::vector<observe::TensorAccess> host_kernel_accesses(const py::args& args, const py::object& writes) {
+  std::vector<observe::TensorAccess> accesses;
+  std::vector<bool> written(args.size(), writes.is_none());
+  if (!writes.is_none()) {
+    for (auto w : writes) {
+      auto i = w.cast<size_t>();
+      if (i < written.size()) written[i] = true;
+    }
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!THPVariable_Check(args[i].ptr())) continue;
+    const at::Tensor& t = THPVariable_Unpack(args[i].ptr());
+    observe::add_access(accesses, t, written[i], false, "arg" + std::to_string(i));
+  }
+  return accesses;
+}
+
+c10::DeviceIndex host_kernel_device(const py::args& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!THPVariable_Check(args[i].ptr())) continue;
+    const at::Tensor& t = THPVariable_Unpack(args[i].ptr());
+    if (t.device().type() == kNpu) return t.device().index();
+  }
+  return current_device();
+}
+
 // Runs a host kernel now, or records it while the current stream is being captured
-// (replay then calls it with the very same argument tuple).
-void launch_host_kernel(py::function fn, py::args args) {
+// (replay then calls it with the very same argument tuple). Watched by the profiler or
+// the sanitizer, the run (or each replay) is npu work named after the kernel.
+void launch_host_kernel(py::function fn, py::args args, py::kwargs kwargs) {
+  py::object writes = kwargs.contains("writes") ? py::object(kwargs["writes"]) : py::object(py::none());
   if (!is_recording()) {
+    if (!observe::watching()) {
+      fn(*args);
+      return;
+    }
+    std::string name = kernel_name(fn, kwargs);
+    // A CPU op of its own in profiler traces, with the kernel as its device activity.
+    RECORD_FUNCTION(name, std::vector<c10::IValue>());
+    observe::KernelLaunch launch(observe::WorkKind::Kernel, name);
+    if (observe::watching(observe::kSanitizer)) launch.accesses() = host_kernel_accesses(args, writes);
+    launch.start(current_stream(host_kernel_device(args)));
     fn(*args);
     return;
   }
-  record_python_call(fn.ptr(), args.ptr());
+  record_python_call(fn.ptr(), args.ptr(),
+                     [name = kernel_name(fn, kwargs), device = host_kernel_device(args),
+                      accesses = host_kernel_accesses(args, writes)](std::function<void()> call) {
+                       return observe::replayed_node(name, device, accesses, std::move(call));
+                     });
 }
 
 }  // namespace
@@ -170,7 +228,9 @@ PYBIND11_MODULE(_C, m) {
     return old;
   });
   m.def("_synchronize", [](int64_t i) {
-    check_device_sync(resolve_device_index(i), "device synchronization (torch.npu.synchronize)");
+    c10::DeviceIndex device = resolve_device_index(i);
+    check_device_sync(device, "device synchronization (torch.npu.synchronize)");
+    observe::on_device_synchronize(device);
   });
   m.def("_device_properties", &device_properties);
   m.def("_device_model_names", &device_model_names);
@@ -251,6 +311,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_storage_impl_access_error_msg", [](int64_t cdata, const std::string& msg) {
     reinterpret_cast<c10::StorageImpl*>(cdata)->release_data_and_set_meta_custom_data_ptr_error_msg_(msg);
   });
+  observe::bind_observers(m);
   m.def("_event_elapsed_time", [](py::object start, py::object end) {
     auto a = start.attr("event_id").cast<uintptr_t>();
     auto b = end.attr("event_id").cast<uintptr_t>();

@@ -61,8 +61,10 @@ class NpuGraph {
 };
 
 // Records a call of the Python host kernel `callable(*args)` into the capture of the current
-// stream; takes new references to both. Needs the GIL.
-void record_python_call(PyObject* callable, PyObject* args);
+// stream; takes new references to both. Needs the GIL. `observed(call)`, if given, wraps the
+// call in what announces it to the profiler and the stream sanitizer (replays they watch).
+using ObservedCall = std::function<std::function<void()>(std::function<void()>)>;
+void record_python_call(PyObject* callable, PyObject* args, const ObservedCall& observed = nullptr);
 
 int64_t graph_pool_handle();
 

@@ -2,6 +2,7 @@
 #include "process_group_hccl.h"
 
 #include "npu_runtime.h"
+#include "npu_observe.h"
 
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
@@ -205,7 +206,10 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkHCCL::getFuture() { return future_; 
 
 uint64_t WorkHCCL::getSequencenumber() const { return seq_; }
 
+WorkHCCL::~WorkHCCL() { observe::collective_destroyed(this); }
+
 void WorkHCCL::complete() {
+  observe::collective_completed(this);  // the profiler's row of collectives
   {
     std::lock_guard<std::mutex> lk(done_mu_);
     if (done_) return;
@@ -217,6 +221,7 @@ void WorkHCCL::complete() {
 }
 
 void WorkHCCL::fail(std::exception_ptr error) {
+  observe::collective_completed(this);
   {
     std::lock_guard<std::mutex> lk(done_mu_);
     if (done_) return;
@@ -304,6 +309,7 @@ bool WorkHCCL::wait(std::chrono::milliseconds timeout) {
   if (wait_driven_) {
     wait_for_transport(timeout);
     if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
+    observe::collective_waited(this);  // the waiting stream is now ordered after the collective
     return true;
   }
   const int64_t start = now_ns();
@@ -339,6 +345,7 @@ bool WorkHCCL::wait(std::chrono::milliseconds timeout) {
   }
   lk.unlock();
   if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
+  observe::collective_waited(this);
   return true;
 }
 
@@ -558,6 +565,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(Op op, const Signatu
                                                             std::chrono::milliseconds requested_timeout,
                                                             c10d::OpType type, const Start& start, Finish finish) {
   check_usable(op);
+  // The stream sanitizer checks the collective before any peer is told about it.
+  observe::collective_check(std::string("hccl:") + op_name(op), {}, outputs);
   const auto timeout = resolve_timeout(requested_timeout, *state_);
   Board& board = *state_->board;
   std::unique_lock<std::mutex> issue(issue_mu_);
@@ -588,6 +597,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(Op op, const Signatu
   }
   board.set_state(seq, EntryState::kRunning);
   auto work = c10::make_intrusive<WorkHCCL>(rank_, type, seq, sig, std::move(outputs), state_, false);
+  observe::collective_issued(work.get(), std::string("hccl:") + op_name(op), work->result());
   if (!start) {  // nothing to transfer (a barrier on a shared board: the arrival was the barrier)
     work->complete();
     return work;
@@ -632,7 +642,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::point_to_point(Op op, const Sig
                                                                 std::vector<at::Tensor> tensors, c10d::OpType type,
                                                                 const Start& start) {
   check_usable(op);
+  const std::string observed = std::string("hccl:") + op_name(op);
+  if (op == Op::kSend) {
+    observe::collective_check(observed, tensors, {});
+  } else {
+    observe::collective_check(observed, {}, tensors);
+  }
   auto work = c10::make_intrusive<WorkHCCL>(rank_, type, 0, sig, std::move(tensors), state_, true);
+  observe::collective_issued(work.get(), observed, work->result());
   work->complete_on_wait(nullptr);
   try {
     work->set_transport_work(start(state_->timeout));
@@ -1037,7 +1054,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recv(std::vector<at::Tensor>& t
   auto views = host_views(tensors);
   if (tag == 0 && state_->board->p2p_checked() && src >= 0 && src < size_ && src != rank_) {
     check_usable(Op::kRecv);
+    observe::collective_check("hccl:recv", {}, tensors);
     auto work = c10::make_intrusive<WorkHCCL>(rank_, c10d::OpType::RECV, 0, sig, tensors, state_, true);
+    observe::collective_issued(work.get(), "hccl:recv", work->result());
     work->complete_on_wait(nullptr);
     uint64_t n;
     {

@@ -40,6 +40,7 @@ class WorkHCCL : public c10d::Work {
   bool wait_for_transport(std::chrono::milliseconds timeout);
   WorkHCCL(int rank, c10d::OpType type, uint64_t seq, Signature sig, std::vector<at::Tensor> outputs,
            std::shared_ptr<GroupState> state, bool point_to_point);
+  ~WorkHCCL() override;
 
   bool isCompleted() override;
   bool isSuccess() const override;

@@ -123,6 +123,9 @@ def __getattr__(name: str) -> Any:
             return getattr(codegen_classes, name)
         except Exception as exc:
             raise RuntimeError(f"npu Inductor codegen unavailable: {exc}") from exc
+    if name == "_sanitizer":
+        # torch.npu._sanitizer, as torch.cuda._sanitizer: loaded on first use.
+        return importlib.import_module(f"{__name__}._sanitizer")
     if name == "default_generators":
         # One generator per device, owned by the runtime; built on first access so
         # importing this module does not touch the runtime.

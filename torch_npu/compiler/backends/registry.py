@@ -31,7 +31,7 @@ IMPLEMENTATIONS = {
 def _implementation(name: str) -> Callable[..., Any]:
     from torch_npu import _compile_trigger
 
-    _compile_trigger.ensure_setup()
+    _compile_trigger.ensure_setup(f"the first call of backend {name!r}")
     return getattr(importlib.import_module(IMPLEMENTATIONS[name]), name)
 
 

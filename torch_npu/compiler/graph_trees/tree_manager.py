@@ -44,6 +44,8 @@ from torch_npu.npu import _graph_step_state
 from .recorded_graph import RecordedGraph
 
 log = logging.getLogger(__name__)
+# TORCH_LOGS=npu_graphs: records, replays and eager runs, with their reasons.
+graphs_log = torch._logging.getArtifactLogger(__name__, "npu_graphs")
 
 # Siblings recorded for one signature before falling back to moving live activations:
 # enough for a few gradient-accumulation micro-batches without unbounded memory.
@@ -246,8 +248,9 @@ class GraphFunction:
             self.name,
         )
 
-    def _eager(self, args: list[Any]) -> Any:
+    def _eager(self, args: list[Any], reason: str) -> Any:
         self.manager.stats["eager_runs"] += 1
+        graphs_log.debug("%s graph %s runs eagerly: %s", self.mode.value, self.name, reason)
         return self.model(list(args))
 
     def _is_borrowed(self, i: int, a: torch.Tensor) -> bool:
@@ -268,11 +271,11 @@ class GraphFunction:
     def _run(self, args: list[Any]) -> Any:
         if self.disabled_reason is not None:
             self._warn(self.disabled_reason)
-            return self._eager(args)
+            return self._eager(args, self.disabled_reason)
         if torch.npu.is_current_stream_capturing():
             # Called inside someone else's capture: run the ops so that capture records
             # them (a nested capture or a replay is not allowed there).
-            return self._eager(args)
+            return self._eager(args, "called inside another NPU graph capture, which records its ops")
         manager = self.manager
         with manager.lock:
             if self._signature_len != len(args):
@@ -285,6 +288,7 @@ class GraphFunction:
                 # initialization, caches) happens outside the capture.
                 self._graphs[key] = []
                 manager.stats["warmups"] += 1
+                graphs_log.debug("%s graph %s: eager warm-up for a new input signature", self.mode.value, self.name)
                 self._warn_if_many_signatures()
                 return self.model(list(args))
 
@@ -296,6 +300,7 @@ class GraphFunction:
                     g.last_generation != generation and (mark_step_used or not g.has_live_saved())
                 ):
                     manager.stats["replays"] += 1
+                    graphs_log.debug("%s graph %s: replay", self.mode.value, self.name)
                     return g.run(args, generation)
 
             if graphs and not candidates:
@@ -304,35 +309,46 @@ class GraphFunction:
                 self._rerecords += 1
                 limit = _rerecord_limit()
                 if limit is not None and self._rerecords > limit:
-                    self._warn(
+                    reason = (
                         f"it exceeded the re-recording limit (torch._inductor.config.triton."
                         f"cudagraph_unexpected_rerecord_limit={limit}): its parameters, buffers or inputs "
                         f"from other NPU graphs keep arriving at new addresses"
                     )
-                    return self._eager(args)
+                    self._warn(reason)
+                    return self._eager(args, reason)
 
             if len(graphs) < MAX_GRAPHS_PER_SIGNATURE:
                 graph = self._record(args)
                 if graph is None:
-                    return self._eager(args)
+                    return self._eager(args, self.disabled_reason or "capture failed")
                 graphs.append(graph)
                 manager.add_graph(graph)
                 manager.note_static_inputs(
                     [a for i, a in enumerate(args) if i in self.static_input_idxs and isinstance(a, torch.Tensor)]
                 )
                 manager.stats["records"] += 1
+                graphs_log.debug(
+                    "%s graph %s: recorded NPU graph %d of this input signature%s",
+                    self.mode.value, self.name, len(graphs),
+                    " (the others hold outputs of this generation)" if len(graphs) > 1 else "",
+                )
                 return graph.run(args, generation)
 
             if candidates:
                 # Outputs of this generation still held and no room for a sibling:
                 # whatever is held is moved off the graph's memory by run().
                 manager.stats["replays"] += 1
+                graphs_log.debug(
+                    "%s graph %s: replay after moving the outputs still held off its memory",
+                    self.mode.value, self.name,
+                )
                 return candidates[0].run(args, generation, move_all=True)
-            self._warn(
+            reason = (
                 f"{MAX_GRAPHS_PER_SIGNATURE} graphs were recorded for this input signature and none "
                 f"matches the addresses of its parameters, buffers or inputs from other NPU graphs"
             )
-            return self._eager(args)
+            self._warn(reason)
+            return self._eager(args, reason)
 
     def _record(self, args: list[Any]) -> RecordedGraph | None:
         try:

@@ -86,6 +86,38 @@ def requested_backend() -> object:
     return os.environ.get(ENV_VAR, DEFAULT_BACKEND)
 
 
+def backend_source() -> str:
+    """Where the ``npu_backend`` of the compile in progress came from, for the log.
+
+    ``options=`` of torch.compile and an assignment to ``torch._inductor.config`` both end
+    up as the config entry's override; the options are told apart by the patch Inductor
+    applies around ``compile_fx`` (found on the stack). Called only when logging.
+    """
+    import sys
+
+    from torch._inductor import config
+    from torch.utils._config_module import _UNSET_SENTINEL
+
+    entry = config._config.get(OPTION)
+    if entry is None:
+        return f"environment {ENV_VAR}" if ENV_VAR in os.environ else "default"
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "compile_fx" and frame.f_globals.get("__name__") == "torch._inductor.compile_fx":
+            patches = frame.f_locals.get("config_patches") or {}
+            if OPTION in patches or OPTION.replace("_", "-") in patches:
+                return "torch.compile(options=...)"
+        frame = frame.f_back
+    from_env = entry.env_value_default is not _UNSET_SENTINEL
+    below = entry.env_value_default if from_env else entry.default
+    override = entry.user_override.get()
+    # A finished config.patch leaves the value it restored as an override: an override
+    # equal to what env/default give is reported as coming from there.
+    if override is not _UNSET_SENTINEL and override != below:
+        return "torch._inductor.config.npu_backend"
+    return f"environment {ENV_VAR}" if from_env else "default"
+
+
 def validate_backend_name(name: object) -> str:
     """Return ``name`` if it is a valid backend name, else raise with the valid ones."""
     valid = available_backends()

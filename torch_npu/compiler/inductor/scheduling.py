@@ -13,9 +13,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import torch
+
 from . import backend_registry, registration
 
 log = logging.getLogger(__name__)
+# TORCH_LOGS=npu_inductor: the backend each compile chose, and where the choice came from.
+choice_log = torch._logging.getArtifactLogger(__name__, "npu_inductor")
 
 
 class NpuScheduling:
@@ -31,4 +35,9 @@ class NpuScheduling:
             # Would make Python call __init__ on the result a second time.
             raise TypeError(f"npu backend {name!r}: {scheduling_cls} must not derive from {cls}")
         log.debug("npu_backend=%s -> %s", name, scheduling_cls)
+        if scheduler is not None and choice_log.isEnabledFor(logging.DEBUG):  # a real compile, not a feature query
+            choice_log.debug(
+                "npu Inductor backend %r (%s.%s), set by %s",
+                name, scheduling_cls.__module__, scheduling_cls.__qualname__, backend_registry.backend_source(),
+            )
         return scheduling_cls(scheduler)

@@ -23,6 +23,18 @@ DEVICE_TYPE = "npu"
 LAUNCH_ENTRY_POINT = "torch.npu._launch_host_kernel"
 
 
+def _written_positions(arg_types: Any, num_args: int) -> tuple[int, ...] | None:
+    """Positions of the pointer arguments a C++ kernel writes (``float*``, not ``const float*``).
+
+    None when the types do not say (the launch then counts every tensor argument as written).
+    """
+    if not isinstance(arg_types, (list, tuple)) or len(arg_types) != num_args:
+        return None
+    if not all(isinstance(t, str) for t in arg_types):
+        return None
+    return tuple(i for i, t in enumerate(arg_types) if t.rstrip().endswith("*") and not t.lstrip().startswith("const"))
+
+
 class _HostKernelLaunch:
     """Emits npu kernel calls as host calls through the runtime's launch entry point."""
 
@@ -42,6 +54,12 @@ class _HostKernelLaunch:
             )
         if npu_config.launch_through_runtime:
             args = ", ".join([kernel_name, *call_args])
+            # The kernel's name for profiler traces, and which arguments it writes for the
+            # stream sanitizer (read by the runtime only while one of them watches).
+            args += f", name={kernel_name!r}"
+            writes = _written_positions(kwargs.get("arg_types"), len(call_args))
+            if writes is not None:
+                args += f", writes={writes!r}"
             self.writeline(f"{LAUNCH_ENTRY_POINT}({args}){self.ending}")  # type: ignore[attr-defined]
         else:
             # Exactly what Inductor writes for a cpu kernel.
