@@ -63,8 +63,10 @@ std::vector<at::Tensor> run_on_device(const std::vector<at::Tensor>& inputs, con
     outs.push_back(o);
     out_aliases.push_back(cpu_alias(o));
   }
-  std::vector<at::Tensor> keep(inputs);
-  keep.insert(keep.end(), outs.begin(), outs.end());
+  // Absent tensors (no bias, a gradient the mask leaves out) have nothing to keep alive.
+  std::vector<at::Tensor> keep;
+  for (const auto& t : inputs) if (t.defined()) keep.push_back(t);
+  for (const auto& t : outs) if (t.defined()) keep.push_back(t);
   record_host_call([fn, aliases, out_aliases]() {
     std::vector<at::Tensor> results = fn(aliases);
     for (size_t i = 0; i < results.size(); ++i) {

@@ -26,6 +26,8 @@ class GraphCapture {
     std::lock_guard<std::mutex> lock(mu);
     nodes.push_back(std::move(fn));
     for (auto& t : keep) {
+      // Absent optional tensors (a conv without bias, a gradient masked out) own nothing.
+      if (!t.defined()) continue;
       const void* base = t.storage().data();
       if (base != nullptr && pool_of_ptr(base) == pool) continue;
       keep_alive.push_back(std::move(t));
@@ -159,14 +161,27 @@ void record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                   "). The capture was aborted; run this operator outside the captured region.");
   }
 
-  // Map CPU aliases back to their npu tensors.
+  // Map CPU aliases back to their npu tensors (updated when an out= argument is resized).
+  std::vector<std::pair<at::Tensor, at::Tensor>> aliases(npu_to_cpu);
   auto npu_of = [&](const c10::IValue& cpu_iv) -> at::Tensor {
     if (!cpu_iv.isTensor()) return at::Tensor();
     const at::Tensor& t = cpu_iv.toTensor();
-    for (const auto& m : npu_to_cpu) {
+    for (const auto& m : aliases) {
       if (m.second.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return m.first;
     }
     return at::Tensor();
+  };
+
+  // After `npu` was resized, the recorded arguments must alias its new memory.
+  auto refresh_aliases_of = [&](const at::Tensor& npu) {
+    for (auto& m : aliases) {
+      if (m.first.unsafeGetTensorImpl() != npu.unsafeGetTensorImpl()) continue;
+      at::Tensor fresh = cpu_alias(npu);
+      for (auto& iv : cpu_args) {
+        if (iv.isTensor() && iv.toTensor().unsafeGetTensorImpl() == m.second.unsafeGetTensorImpl()) iv = fresh;
+      }
+      m.second = fresh;
+    }
   };
 
   const size_t num_returns = schema.returns().size();
@@ -183,7 +198,13 @@ void record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
         at::Tensor base = npu_of(cpu_args[*aliased]);
         TORCH_CHECK(base.defined(), "NPU graph capture: ", schema.name(), " returns an alias of a non-npu input");
         if (schema.returns()[r].alias_info()->isWrite()) {
-          if (base.sizes() != m.sizes()) base.resize_(m.sizes());
+          if (base.sizes() != m.sizes()) {
+            // An out= argument the operator resizes (torch.arange(4) writes into an empty
+            // tensor): it gets its new memory now, and replay must write into that memory,
+            // not into the buffer the CPU alias was made over before the resize.
+            base.resize_(m.sizes());
+            refresh_aliases_of(base);
+          }
           results.emplace_back(base);
         } else {
           auto view = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(base.storage()),
