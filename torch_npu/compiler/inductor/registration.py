@@ -1,4 +1,5 @@
-"""Registers the npu device with Inductor's codegen, through Inductor's own tables.
+"""Registers the npu device with Inductor's codegen, through Inductor's own tables, and
+defines the Scheduling constructor that registration names.
 
 ``setup()`` calls ``register_backend_for_device("npu", ...)`` with the dispatching
 Scheduling, the wrappers and the npu config module (``device_custom_config``, saved into
@@ -13,11 +14,22 @@ other route, asking the device module for ``Scheduling``/``PythonWrapperCodegen`
 be dropped) and happens once per process; ``codegen_classes`` answers it and calls
 ``setup()`` as well, and ``NpuScheduling`` calls it on every compile, which repairs the
 registration if that route overwrote it.
+
+Inductor registers one Scheduling per device for the whole process, but ``npu_backend``
+can differ between compiles. So the registered class is a dispatching constructor:
+``NpuScheduling(scheduler)`` resolves ``npu_backend`` for the compile in progress,
+validates it (an unknown name fails here, listing the valid ones, before any backend module
+is imported), imports only the chosen backend and returns that backend's Scheduling
+instance. It is a class, not a function, because Inductor inspects the registered
+constructor with ``issubclass`` (``ir.is_triton``); npu kernels are never Triton.
 """
 from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
+
+from . import backend_registry
 
 log = logging.getLogger(__name__)
 
@@ -26,13 +38,28 @@ DEVICE_TYPE = "npu"
 _lock = threading.Lock()
 
 
+class NpuScheduling:
+    """Constructs the Scheduling of the npu backend chosen for the current compile."""
+
+    def __new__(cls, scheduler: Any) -> Any:
+        # Cheap when nothing changed; restores the config module and op overrides if
+        # Inductor's device-module route re-registered npu with fewer arguments.
+        setup()
+        name = backend_registry.resolve_backend_name()
+        scheduling_cls = backend_registry.load_scheduling_class(name)
+        if isinstance(scheduling_cls, type) and issubclass(scheduling_cls, cls):
+            # Would make Python call __init__ on the result a second time.
+            raise TypeError(f"npu backend {name!r}: {scheduling_cls} must not derive from {cls}")
+        log.debug("npu_backend=%s -> %s", name, scheduling_cls)
+        return scheduling_cls(scheduler)
+
+
 def is_registered() -> bool:
     """True when npu's codegen, config module and op overrides are all ours."""
     from torch._inductor.codegen import common
 
     from . import config as npu_config
     from .device_op_overrides import NpuDeviceOpOverrides
-    from .scheduling import NpuScheduling
 
     return (
         common.get_scheduling_for_device(DEVICE_TYPE) is NpuScheduling
@@ -49,7 +76,6 @@ def _register() -> None:
     from .device_op_overrides import NpuDeviceOpOverrides
     from torch_npu.compiler.graph_trees.reduce_overhead import ReduceOverheadNotice
 
-    from .scheduling import NpuScheduling
     from .wrapper_codegen import NpuCppWrapperCodegen, NpuPythonWrapperCodegen
 
     common.register_backend_for_device(
