@@ -74,8 +74,7 @@ def _register() -> None:
 
     from . import config as npu_config
     from .device_op_overrides import NpuDeviceOpOverrides
-    from torch_npu.compiler.graph_trees.reduce_overhead import ReduceOverheadNotice
-
+    from .host_lowering_choices import HostLoweringChoices
     from .wrapper_codegen import NpuCppWrapperCodegen, NpuPythonWrapperCodegen
 
     common.register_backend_for_device(
@@ -84,8 +83,9 @@ def _register() -> None:
         NpuPythonWrapperCodegen,
         NpuCppWrapperCodegen,
         WrapperFxCodegen,
-        # Tells users of mode="reduce-overhead" that npu runs without CUDA graph trees.
-        device_custom_pass=ReduceOverheadNotice(),
+        # cpu's lowering choices for npu graphs, and the notice that mode="reduce-overhead"
+        # runs without CUDA graph trees on npu.
+        device_custom_pass=HostLoweringChoices(),
         device_custom_config=npu_config,
     )
     common.register_device_op_overrides(DEVICE_TYPE, NpuDeviceOpOverrides())
