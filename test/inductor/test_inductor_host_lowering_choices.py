@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 torch_npu = pytest.importorskip("torch_npu")
 
+from fresh_interpreter import run_python  # noqa: E402
 from inductor_models import NPU, assert_close_to_cpu  # noqa: E402
 
 BACKENDS = ["default", "mlir"]
@@ -70,3 +71,22 @@ def test_arg_reductions_over_all_dimensions_of_permuted_tensors(npu_backend):
     for a, e in zip(actual, arg_reductions(x)):
         assert a.device.type == "npu"
         assert torch.equal(a.cpu(), e)
+
+
+def test_scatter_graph_loaded_from_the_fx_graph_cache_runs_in_a_new_process(tmp_path):
+    # The second process gets the compiled graph from the cache, so the lowering pass that
+    # defines the eager scatter op never runs there: the op must exist regardless.
+    code = """
+        import torch, torch_npu
+        base, index, src = torch.zeros(4, 16), torch.tensor([[0, 3, 3, 15]] * 4), torch.ones(4, 4)
+        fn = torch.compile(lambda b, i, s: b.scatter_add(1, i, s * 2), backend="inductor")
+        actual = fn(base.npu(), index.npu(), src.npu())
+        assert torch.equal(actual.cpu(), base.scatter_add(1, index, src * 2)), actual
+        from torch._dynamo.utils import counters
+        print(dict(counters["inductor"]))
+    """
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}
+    first = run_python(code, env=env)
+    second = run_python(code, env=env)
+    assert "'fxgraph_cache_miss': 1" in first, first
+    assert "'fxgraph_cache_hit': 1" in second, second

@@ -36,8 +36,8 @@ _ARG_REDUCTIONS = (aten.argmax.default, aten.argmin.default)
 
 @functools.cache
 def _eager_scatter_ops() -> dict[Any, Any]:
-    """The opaque ops the scatter nodes become (defined on first need): Inductor has no
-    lowering for them, so it calls them, and they run the eager kernel."""
+    """The opaque ops the scatter nodes become (defined once, at registration): Inductor
+    has no lowering for them, so it calls them, and they run the eager kernel."""
 
     @torch.library.custom_op(f"{OP_NAMESPACE}::eager_scatter_add", mutates_args=())
     def eager_scatter_add(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
@@ -117,6 +117,12 @@ def _arg_reduction_over_contiguous_input(graph: torch.fx.Graph, node: torch.fx.N
 
 class HostLoweringChoices(ReduceOverheadNotice):
     """npu's Inductor post-grad pass: cpu's lowering choices, and the reduce-overhead notice."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        # A graph loaded from the FX-graph cache calls the eager scatter ops without this
+        # pass having run in the process, so they exist from registration on.
+        _eager_scatter_ops()
 
     def __call__(self, gm: torch.fx.GraphModule) -> None:
         super().__call__(gm)
