@@ -208,7 +208,7 @@ PATHS: dict[str, Callable[[RealModel], None]] = {
 }
 
 # Inductor training runs on one model of each family (the compile is the slow part).
-INDUCTOR_TRAINING_MODELS = ("resnet18", "gpt2", "bert")
+INDUCTOR_TRAINING_MODELS = ("resnet18", "mobilenet_v3_small", "gpt2", "bert")
 
 
 def _full_matrix() -> list[tuple[str, str]]:
@@ -252,7 +252,14 @@ CI_CELLS = [
 
 # Cells that fail on cpu exactly as on npu, because of torch 2.13 itself (run as strict
 # xfails: they must keep failing, or be moved back into the matrix).
+_CPU_INDUCTOR_RESNET18_BACKWARD = (
+    "torch 2.13's Inductor gives resnet18's training step other gradients than eager on cpu "
+    "too: conv1.weight differs by 0.011 at step 0 (cpu Inductor vs cpu eager; float64 eager "
+    "agrees with float32 eager to 5e-6); npu's Inductor shows the same 0.011"
+)
 TORCH_LIMITS: dict[tuple[str, str], str] = {
+    ("resnet18", "inductor_default_training"): _CPU_INDUCTOR_RESNET18_BACKWARD,
+    ("resnet18", "inductor_mlir_training"): _CPU_INDUCTOR_RESNET18_BACKWARD,
     ("bert", "onnx"): (
         "torch 2.13's ONNX program of BertForMaskedLM (GatherElements over the expanded "
         "token_type_ids buffer) fails in onnx's ReferenceEvaluator ('cannot reshape array "
