@@ -34,7 +34,8 @@ import time
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)
 MODELS_DIR = os.path.join(REPO_ROOT, "test", "real_models")
-sys.path.insert(0, MODELS_DIR)
+# real_models.py, and the torchvision_schemas.py it imports from test/.
+sys.path[:0] = [MODELS_DIR, os.path.join(REPO_ROOT, "test")]
 
 import torch  # noqa: E402
 
@@ -129,7 +130,7 @@ def inductor(repeat: int) -> dict:
 FIRST_COMPILE_CHILD = textwrap.dedent(
     """
     import sys, time
-    sys.path.insert(0, sys.argv[2])
+    sys.path[:0] = sys.argv[2:]
     import torch
     import torch_npu  # noqa: F401
     from real_models import MODELS, build_on_cpu
@@ -150,7 +151,8 @@ FIRST_COMPILE_CHILD = textwrap.dedent(
 
 def _first_compile_s(device: str) -> float:
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix=f"bench_real_models_{device}_")}
-    out = subprocess.run([sys.executable, "-c", FIRST_COMPILE_CHILD, device, MODELS_DIR], env=env, check=True,
+    out = subprocess.run([sys.executable, "-c", FIRST_COMPILE_CHILD, device, MODELS_DIR,
+                          os.path.join(REPO_ROOT, "test")], env=env, check=True,
                          capture_output=True, text=True)
     return float(out.stdout.strip().splitlines()[-1])
 

@@ -43,9 +43,11 @@ STEPS: dict[str, tuple[str, ...]] = {
         "trace_rules",
         "stream_handlers",
         "graphsafe_rng",
+        "rng_prims",
+        "fake_tensor_backend_meta",
         "backends",
     ),
-    _INDUCTOR_COMPILE: ("inductor_registration",),
+    _INDUCTOR_COMPILE: ("inductor_registration", "reduce_overhead_policy"),
 }
 
 

@@ -9,9 +9,9 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from torchvision_schemas import define_torchvision_schemas  # noqa: E402
+import torchvision_schemas  # noqa: E402  (test/, on the path through test/conftest.py)
 
-define_torchvision_schemas()
+torchvision_schemas.define()
 
 
 @pytest.fixture(autouse=True)

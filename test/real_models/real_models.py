@@ -14,10 +14,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from torchvision_schemas import define_torchvision_schemas
+import torchvision_schemas
 
 # transformers imports torchvision when it is installed.
-define_torchvision_schemas()
+torchvision_schemas.define()
 
 BATCH = 2
 # 8 images of 64x64: every training batch is one where resnet18's float32 gradients agree

@@ -1,54 +1,140 @@
 // Python bindings of the simulated NPU runtime (torch_npu._C). Importing the module
 // registers the backend (hooks, allocator redirect); the device itself initialises on
 // first use.
-#include "npu_runtime.h"
+#include "fallback.h"
+#include "npu_graph.h"
 
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#include <algorithm>
+#include <limits>
+
 namespace torch_npu {
 void register_hooks();
+void register_memory_history_bindings(py::module_& m);
 }
 
 namespace {
 
 using namespace torch_npu;
 
-py::dict stats_dict(const MemoryStats& s) {
+py::dict stat_dict(const c10::CachingAllocator::Stat& s) {
   py::dict d;
-  d["allocated_bytes"] = s.allocated_bytes;
-  d["peak_allocated_bytes"] = s.peak_allocated_bytes;
-  d["reserved_bytes"] = s.reserved_bytes;
-  d["peak_reserved_bytes"] = s.peak_reserved_bytes;
-  d["alloc_count"] = s.alloc_count;
-  d["free_count"] = s.free_count;
-  d["oom_count"] = s.oom_count;
-  d["capacity_bytes"] = s.capacity_bytes;
+  d["current"] = s.current;
+  d["peak"] = s.peak;
+  d["allocated"] = s.allocated;
+  d["freed"] = s.freed;
+  return d;
+}
+
+py::dict stat_array_dict(const c10::CachingAllocator::StatArray& a) {
+  py::dict d;
+  d["all"] = stat_dict(a[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]);
+  d["small_pool"] = stat_dict(a[static_cast<size_t>(c10::CachingAllocator::StatType::SMALL_POOL)]);
+  d["large_pool"] = stat_dict(a[static_cast<size_t>(c10::CachingAllocator::StatType::LARGE_POOL)]);
+  return d;
+}
+
+// The nested dictionary of torch.cuda.memory_stats_as_nested_dict(), key for key.
+py::dict memory_stats_dict(int64_t index) {
+  auto s = device_stats(resolve_device_index(index));
+  py::dict d;
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  d["num_ooms"] = s.num_ooms;
+  d["max_split_size"] = s.max_split_size == std::numeric_limits<int64_t>::max() ||
+                                s.max_split_size == static_cast<int64_t>(std::numeric_limits<size_t>::max())
+                            ? int64_t(-1)
+                            : s.max_split_size;
+  d["oversize_allocations"] = stat_dict(s.oversize_allocations);
+  d["oversize_segments"] = stat_dict(s.oversize_segments);
+  d["num_sync_all_streams"] = s.num_sync_all_streams;
+  d["num_device_alloc"] = s.num_device_alloc;
+  d["num_device_free"] = s.num_device_free;
+  d["num_oom_rejections"] = s.num_oom_rejections;
+  d["allocation"] = stat_array_dict(s.allocation);
+  d["segment"] = stat_array_dict(s.segment);
+  d["active"] = stat_array_dict(s.active);
+  d["inactive_split"] = stat_array_dict(s.inactive_split);
+  d["allocated_bytes"] = stat_array_dict(s.allocated_bytes);
+  d["reserved_bytes"] = stat_array_dict(s.reserved_bytes);
+  d["active_bytes"] = stat_array_dict(s.active_bytes);
+  d["inactive_split_bytes"] = stat_array_dict(s.inactive_split_bytes);
+  d["requested_bytes"] = stat_array_dict(s.requested_bytes);
+  py::dict by_pool;
+  for (const auto& entry : s.reserved_bytes_by_private_pools) {
+    by_pool[py::make_tuple(static_cast<int64_t>(entry.first.first), static_cast<int64_t>(entry.first.second))] =
+        stat_array_dict(entry.second);
+  }
+  d["reserved_bytes_by_private_pools"] = by_pool;
+  return d;
+}
+
+py::dict duration_dict(const c10::CachingAllocator::DurationStat& s) {
+  py::dict d;
+  d["total"] = s.total;
+  d["max"] = s.max;
+  d["min"] = s.min;
+  d["count"] = s.count;
+  d["avg"] = s.count == 0 ? 0 : s.total / s.count;
+  return d;
+}
+
+py::dict host_stats_dict() {
+  HostStats s = host_memory_stats();
+  py::dict d;
+  d["allocations"] = stat_dict(s.allocations);
+  d["allocated_bytes"] = stat_dict(s.allocated_bytes);
+  d["active_requests"] = stat_dict(s.active_requests);
+  d["active_bytes"] = stat_dict(s.active_bytes);
+  d["num_host_alloc"] = s.num_host_alloc;
+  d["num_host_free"] = s.num_host_free;
+  d["host_alloc_time"] = duration_dict(s.host_alloc_time);
+  d["host_free_time"] = duration_dict(s.host_free_time);
   return d;
 }
 
 py::dict device_properties(int64_t index) {
   c10::DeviceIndex idx = resolve_device_index(index);
+  const DeviceProfile& p = device_profile();
   py::dict d;
-  d["name"] = "Simulated Ascend NPU";
-  d["total_memory"] = memory_stats(idx).capacity_bytes;
-  d["multi_processor_count"] = 8;
-  d["major"] = 1;
-  d["minor"] = 0;
-  d["l2_cache_size"] = 32 << 20;
+  d["name"] = p.name;
+  d["total_memory"] = memory_capacity(idx);
+  d["multi_processor_count"] = p.cube_core_num;
+  d["major"] = p.major;
+  d["minor"] = p.minor;
+  d["l2_cache_size"] = p.l2_cache_size;
+  d["cube_core_num"] = p.cube_core_num;
+  d["vector_core_num"] = p.vector_core_num;
+  d["arch"] = p.arch;
+  d["bf16"] = p.bf16;
   return d;
 }
 
+py::list device_model_names() {
+  py::list names;
+  for (const auto& p : device_profiles()) names.append(p.name);
+  return names;
+}
+
+py::list device_model_archs() {
+  std::vector<std::string> archs{"simulated"};
+  for (const auto& p : device_profiles()) {
+    if (std::find(archs.begin(), archs.end(), p.arch) == archs.end()) archs.push_back(p.arch);
+  }
+  py::list out;
+  for (const auto& a : archs) out.append(a);
+  return out;
+}
+
+// Runs a host kernel now, or records it while the current stream is being captured
+// (replay then calls it with the very same argument tuple).
 void launch_host_kernel(py::function fn, py::args args) {
-  if (active_capture() == nullptr) {
+  if (!is_recording()) {
     fn(*args);
     return;
   }
-  auto held = std::make_shared<std::pair<py::function, py::args>>(fn, args);
-  record_host_call([held]() {
-    py::gil_scoped_acquire gil;
-    held->first(*held->second);
-  });
+  record_python_call(fn.ptr(), args.ptr());
 }
 
 }  // namespace
@@ -60,6 +146,9 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_init", &lazy_init);
   m.def("_is_initialized", &is_initialized);
+  m.def("_is_in_bad_fork", &in_bad_fork);
+  m.def("_get_npu_format", [](const at::Tensor& t) { return npu_format_of(t); });
+  m.def("_set_npu_format", [](const at::Tensor& t, int64_t format) { set_npu_format(t, format); });
   m.def("_device_count", []() { return static_cast<int64_t>(device_count()); });
   m.def("_get_device", []() { return static_cast<int64_t>(current_device()); });
   m.def("_set_device", [](int64_t i) {
@@ -75,21 +164,56 @@ PYBIND11_MODULE(_C, m) {
     return old;
   });
   m.def("_synchronize", [](int64_t i) {
-    resolve_device_index(i);
-    check_not_capturing("device synchronization (torch.npu.synchronize)");
+    check_device_sync(resolve_device_index(i), "device synchronization (torch.npu.synchronize)");
   });
   m.def("_device_properties", &device_properties);
-  m.def("_memory_stats", [](int64_t i) { return stats_dict(memory_stats(resolve_device_index(i))); });
+  m.def("_device_model_names", &device_model_names);
+  m.def("_device_model_archs", &device_model_archs);
+  m.def("_memory_stats", &memory_stats_dict);
+  m.def("_memory_allocated", [](int64_t i) { return memory_allocated_bytes(resolve_device_index(i)); });
+  m.def("_allocator_initialized", &allocator_initialized);
   m.def("_reset_peak_memory_stats", [](int64_t i) { reset_peak_memory_stats(resolve_device_index(i)); });
+  m.def("_reset_accumulated_memory_stats", [](int64_t i) { reset_accumulated_memory_stats(resolve_device_index(i)); });
   m.def("_empty_cache", &empty_cache);
   m.def("_mem_get_info", [](int64_t i) { return mem_get_info(resolve_device_index(i)); });
   m.def("_set_memory_capacity", [](int64_t i, int64_t n) { set_memory_capacity(resolve_device_index(i), n); });
+  m.def("_set_memory_fraction", [](double f, int64_t i) { set_memory_fraction(f, resolve_device_index(i)); });
+  m.def("_get_memory_fraction", [](int64_t i) { return get_memory_fraction(resolve_device_index(i)); });
+  m.def("_set_allocator_settings", &set_allocator_settings);
+  m.def("_caching_allocator_raw_alloc", [](int64_t size, int64_t device, int64_t stream) {
+    TORCH_CHECK(size >= 0, "caching_allocator_alloc: size must be non-negative, got ", size);
+    return reinterpret_cast<uintptr_t>(raw_alloc(static_cast<size_t>(size), resolve_device_index(device), stream));
+  });
+  m.def("_caching_allocator_raw_delete", [](uintptr_t ptr) { raw_delete(reinterpret_cast<void*>(ptr)); });
+  m.def("_new_pool_id", &new_pool_id);
+  m.def("_retain_pool", &retain_pool);
+  m.def("_release_pool", &release_pool);
+  m.def("_pool_use_count", &pool_use_count);
+  m.def("_exchange_thread_pool", [](int64_t pool, int64_t device) {
+    return exchange_thread_pool_for_device(pool, device);
+  });
+  m.def("_host_memory_stats", &host_stats_dict);
+  m.def("_host_empty_cache", &host_empty_cache);
+  m.def("_reset_accumulated_host_memory_stats", &reset_accumulated_host_memory_stats);
+  m.def("_reset_peak_host_memory_stats", &reset_peak_host_memory_stats);
+  m.def("_set_sync_debug_mode", &set_sync_debug_mode);
+  m.def("_get_sync_debug_mode", &sync_debug_mode);
+  register_memory_history_bindings(m);
   m.def("_get_default_generator", [](int64_t i) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(default_generator(resolve_device_index(i))));
   });
   m.def("_is_current_stream_capturing", []() { return active_capture() != nullptr; });
   m.def("_launch_host_kernel", &launch_host_kernel);
+  // The graph trees' check, on every replay, that borrowed inputs sit where they were captured.
+  m.def("_data_ptrs_equal", [](py::list args, const std::vector<int64_t>& indices, const std::vector<int64_t>& ptrs) {
+    for (size_t k = 0; k < indices.size(); ++k) {
+      PyObject* item = PyList_GET_ITEM(args.ptr(), indices[k]);
+      if (!THPVariable_Check(item)) return false;
+      if (reinterpret_cast<int64_t>(THPVariable_Unpack(item).data_ptr()) != ptrs[k]) return false;
+    }
+    return true;
+  });
   m.def("_graph_pool_handle", &graph_pool_handle);
   m.def("_event_elapsed_time", [](py::object start, py::object end) {
     auto a = start.attr("event_id").cast<uintptr_t>();
@@ -98,12 +222,27 @@ PYBIND11_MODULE(_C, m) {
     return event_elapsed_ms(reinterpret_cast<void*>(a), reinterpret_cast<void*>(b));
   });
 
+  // The graph's own calls manage the GIL: they wait for each other without holding it.
   py::class_<NpuGraph>(m, "_Graph")
       .def(py::init<>())
-      .def("capture_begin", &NpuGraph::capture_begin, py::arg("pool") = 0)
+      .def("capture_begin", &NpuGraph::capture_begin, py::arg("pool") = 0,
+           py::arg("capture_error_mode") = "global")
+      .def("check_begin",
+           [](NpuGraph& g, py::function callback) {
+             // Released with the GIL held, whichever thread drops the last reference.
+             std::shared_ptr<py::function> held(new py::function(std::move(callback)), [](py::function* f) {
+               py::gil_scoped_acquire gil;
+               delete f;
+             });
+             g.check_begin([held](const CaptureProblem& p) {
+               py::gil_scoped_acquire gil;
+               (*held)(p.kind, p.op, p.detail);
+             });
+           })
       .def("capture_end", &NpuGraph::capture_end)
-      .def("replay", &NpuGraph::replay, py::call_guard<py::gil_scoped_release>())
+      .def("replay", &NpuGraph::replay)
       .def("reset", &NpuGraph::reset)
       .def("pool", &NpuGraph::pool)
-      .def("num_nodes", &NpuGraph::num_nodes);
+      .def("num_nodes", &NpuGraph::num_nodes)
+      .def("num_kernel_launches", &NpuGraph::num_kernel_launches);
 }

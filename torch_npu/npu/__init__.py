@@ -15,7 +15,14 @@ import importlib
 from typing import Any
 
 from . import _utils, amp
-from .amp import get_amp_supported_dtype, is_bf16_supported
+from .amp import (
+    get_amp_supported_dtype,
+    get_autocast_dtype,
+    is_autocast_enabled,
+    is_bf16_supported,
+    set_autocast_dtype,
+    set_autocast_enabled,
+)
 from .devices import (
     _exchange_device,
     _is_in_bad_fork,
@@ -28,20 +35,26 @@ from .devices import (
     is_available,
     is_initialized,
     set_device,
+    can_device_access_peer,
     synchronize,
 )
-from .memory import (
-    empty_cache,
-    max_memory_allocated,
-    max_memory_reserved,
-    mem_get_info,
-    memory_allocated,
-    memory_reserved,
-    memory_stats,
-    reset_max_memory_allocated,
-    reset_peak_memory_stats,
+from . import ascend_options, deterministic, external_streams, hardware_only, legacy_types, memory, sync_debug
+from .ascend_options import *  # noqa: F403  (start-up options with no effect on a simulator)
+from .deterministic import *  # noqa: F403
+from .external_streams import *  # noqa: F403
+from .hardware_only import *  # noqa: F403  (names that need a physical card)
+from .legacy_types import *  # noqa: F403  (torch.npu.FloatTensor, torch.npu.FloatStorage, ...)
+from .memory import *  # noqa: F403
+from .mstx import mstx
+from .sync_debug import get_sync_debug_mode, set_sync_debug_mode
+from .properties import (
+    NpuDeviceProperties,
+    get_arch_list,
+    get_device_capability,
+    get_device_model_names,
+    get_device_name,
+    get_device_properties,
 )
-from .properties import NpuDeviceProperties, get_device_capability, get_device_name, get_device_properties
 from .random import (
     _get_generator,
     get_rng_state,
@@ -73,6 +86,7 @@ _LAZY_NAMES = {
     "is_current_stream_capturing": "graphs",
     "make_graphed_callables": "graphs",
     "mark_step_begin": "_graph_step_state",
+    "npurt": "npurt",
 }
 
 
@@ -84,11 +98,17 @@ _INDUCTOR_CODEGEN_NAMES = frozenset({"Scheduling", "PythonWrapperCodegen", "CppW
 
 
 def __getattr__(name: str) -> Any:
+    if name == "graphs":  # torch.npu.graphs.capture_report, as torch.cuda.graphs is reachable
+        return importlib.import_module(f"{__name__}.graphs")
+    if name == "_initialized":
+        # torch.utils.checkpoint reads device_module._initialized (torch.cuda's flag) to decide
+        # whether to save and restore the device RNG around a recomputation.
+        return is_initialized()
     submodule = _LAZY_NAMES.get(name)
     if submodule is not None:
         try:
             module = importlib.import_module(f"{__name__}.{submodule}")
-            value = getattr(module, name)
+            value = module if submodule == name else getattr(module, name)
         except (ImportError, AttributeError) as exc:
             # An AttributeError keeps hasattr() and getattr(..., default) working.
             raise AttributeError(f"torch.npu.{name} is unavailable: {exc}") from exc
@@ -121,11 +141,23 @@ __all__ = [
     *properties.__all__,
     *streams.__all__,
     *memory.__all__,
+    *ascend_options.__all__,
+    *deterministic.__all__,
+    *external_streams.__all__,
+    *hardware_only.__all__,
+    *legacy_types.__all__,
+    *sync_debug.__all__,
+    "mstx",
+    "memory",
     *random.__all__,
     "default_generators",
     "amp",
     "get_amp_supported_dtype",
     "is_bf16_supported",
+    "is_autocast_enabled",
+    "set_autocast_enabled",
+    "get_autocast_dtype",
+    "set_autocast_dtype",
     # graphs (loaded on first use)
     *_LAZY_NAMES,
 ]

@@ -9,7 +9,18 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["autocast", "GradScaler", "get_amp_supported_dtype", "is_bf16_supported", "custom_fwd", "custom_bwd"]
+__all__ = [
+    "autocast",
+    "GradScaler",
+    "get_amp_supported_dtype",
+    "is_bf16_supported",
+    "custom_fwd",
+    "custom_bwd",
+    "is_autocast_enabled",
+    "set_autocast_enabled",
+    "get_autocast_dtype",
+    "set_autocast_dtype",
+]
 
 DEVICE_TYPE = "npu"
 
@@ -19,9 +30,12 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
     return [torch.float16, torch.bfloat16]
 
 
-def is_bf16_supported() -> bool:
-    """npu kernels support bfloat16."""
-    return True
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """Whether the device computes in bfloat16: True, except for a card without it
+    (``TORCH_NPU_DEVICE_MODEL=Ascend310P*``)."""
+    import torch_npu._C as _C
+
+    return bool(_C._device_properties(-1)["bf16"])
 
 
 def autocast(
@@ -70,3 +84,23 @@ def custom_fwd(fwd=None, *, cast_inputs: torch.dtype | None = None):
 def custom_bwd(bwd=None):
     """``torch.amp.custom_bwd`` for npu custom autograd functions."""
     return torch.amp.custom_bwd(bwd, device_type=DEVICE_TYPE)
+
+
+def is_autocast_enabled() -> bool:
+    """Whether npu autocast is on in this thread (``torch.is_autocast_enabled("npu")``)."""
+    return torch.is_autocast_enabled(DEVICE_TYPE)
+
+
+def set_autocast_enabled(enabled: bool) -> None:
+    """Turn npu autocast on or off in this thread (``torch.set_autocast_enabled("npu", ...)``)."""
+    torch.set_autocast_enabled(DEVICE_TYPE, enabled)
+
+
+def get_autocast_dtype() -> torch.dtype:
+    """The dtype npu autocast casts to (``torch.get_autocast_dtype("npu")``)."""
+    return torch.get_autocast_dtype(DEVICE_TYPE)
+
+
+def set_autocast_dtype(dtype: torch.dtype) -> None:
+    """Set the dtype npu autocast casts to (``torch.set_autocast_dtype("npu", ...)``)."""
+    torch.set_autocast_dtype(DEVICE_TYPE, dtype)

@@ -25,6 +25,7 @@ __all__ = [
     "device",
     "device_of",
     "synchronize",
+    "can_device_access_peer",
 ]
 
 
@@ -49,7 +50,11 @@ def is_initialized() -> bool:
 
 
 def init() -> None:
-    """Initialize the runtime now. Idempotent; normally first use does it."""
+    """Initialize the runtime now. Idempotent; normally first use does it.
+
+    In a process forked from one that had initialised npu this raises, telling to use
+    the ``spawn`` start method, as ``torch.cuda.init()`` does.
+    """
     _C._init()
 
 
@@ -57,10 +62,9 @@ _lazy_init = init
 
 
 def _is_in_bad_fork() -> bool:
-    # ``torch.manual_seed`` asks this before seeding custom devices. The simulated
-    # runtime keeps its state in ordinary host memory without driver threads, so a
-    # forked child can keep using it.
-    return False
+    """True in a process forked from one that had initialised npu, as for CUDA: such a
+    child cannot use npu (``torch.manual_seed`` asks this before seeding npu)."""
+    return _C._is_in_bad_fork()
 
 
 def current_device() -> int:
@@ -128,3 +132,12 @@ def synchronize(device: Any = None) -> None:
     else:
         _C._synchronize(_get_device_index(device, optional=True))
 
+
+
+def can_device_access_peer(device: Any, peer_device: Any) -> bool:
+    """Whether ``device`` can read and write memory of ``peer_device`` directly. All
+    simulated devices live in one host memory, so any two distinct devices can (a device
+    is not its own peer, as with ``torch.cuda.can_device_access_peer``)."""
+    index = _get_device_index(device, optional=True)
+    peer = _get_device_index(peer_device)
+    return index != peer

@@ -3,6 +3,11 @@
 Compilers read these (Inductor's reduction heuristics use ``multi_processor_count``);
 a frozen dataclass is something Dynamo can treat as a constant, unlike an object that
 calls into the runtime on attribute access.
+
+``TORCH_NPU_DEVICE_MODEL=<Ascend SKU>`` (``Ascend910B1``..``Ascend910B4``,
+``Ascend910B2C``, ``Ascend310P1``, ``Ascend310P3``; see :func:`get_device_model_names`)
+makes every device report that card (name, memory, cube/vector cores, L2) and the
+allocator enforce its memory; without it the devices are the generic simulated NPU.
 """
 from __future__ import annotations
 
@@ -18,12 +23,18 @@ __all__ = [
     "get_device_properties",
     "get_device_name",
     "get_device_capability",
+    "get_arch_list",
+    "get_device_model_names",
 ]
 
 
 @dataclasses.dataclass(frozen=True)
 class NpuDeviceProperties:
-    """What one npu device is: name, memory, core count, capability, cache size."""
+    """What one npu device is: name, memory, core count, capability, cache size.
+
+    ``cube_core_num``/``vector_core_num`` and ``L2_cache_size`` are the names Ascend's
+    ``torch_npu`` uses; ``multi_processor_count`` is the AI (cube) core count.
+    """
 
     name: str
     total_memory: int
@@ -31,10 +42,16 @@ class NpuDeviceProperties:
     major: int
     minor: int
     l2_cache_size: int
+    cube_core_num: int = 0
+    vector_core_num: int = 0
 
     @property
     def capability(self) -> tuple[int, int]:
         return (self.major, self.minor)
+
+    @property
+    def L2_cache_size(self) -> int:  # noqa: N802  (Ascend's spelling)
+        return self.l2_cache_size
 
 
 # Properties describe hardware and do not change while the process runs, so each
@@ -60,5 +77,18 @@ def get_device_name(device: Any = None) -> str:
 
 
 def get_device_capability(device: Any = None) -> tuple[int, int]:
-    """``(major, minor)`` capability of ``device`` (default: current device)."""
+    """``(major, minor)`` capability of ``device`` (default: current device): the AI core
+    architecture of the card (``dav-c220`` is ``(2, 2)``), ``(1, 0)`` for the generic device.
+    The dtypes the device supports are in ``torch.accelerator.get_device_capability()``."""
     return get_device_properties(device).capability
+
+
+def get_arch_list() -> list[str]:
+    """AI core architectures this build runs kernels for, as ``torch.cuda.get_arch_list``
+    lists ``sm_*``: every device model's (the simulator runs them all on the host)."""
+    return list(_C._device_model_archs())
+
+
+def get_device_model_names() -> list[str]:
+    """The Ascend cards ``TORCH_NPU_DEVICE_MODEL`` can name."""
+    return list(_C._device_model_names())

@@ -17,7 +17,7 @@ import importlib
 from typing import Any
 
 # Op family modules under torch_npu.ops, in registration order.
-FAMILIES: tuple[str, ...] = ("fusion_attention",)
+FAMILIES: tuple[str, ...] = ("fusion_attention", "inference_attention", "format_cast")
 
 
 def register_all() -> dict[str, Any]:

@@ -17,8 +17,7 @@ before lowering:
   logical indices, other devices' did not (npu returned memory-order indices). The input
   is given a contiguous layout first, so memory order is logical order.
 
-``HostLoweringChoices`` is the npu ``device_custom_pass`` of
-``register_backend_for_device``; it is also the reduce-overhead notice it extends.
+``HostLoweringChoices`` is the npu ``device_custom_pass`` of ``register_backend_for_device``.
 """
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ from typing import Any
 
 import torch
 
-from torch_npu.compiler.graph_trees.reduce_overhead import ReduceOverheadNotice
+from torch._inductor.custom_graph_pass import CustomGraphPass
 
 aten = torch.ops.aten
 OP_NAMESPACE = "torch_npu"
@@ -115,8 +114,8 @@ def _arg_reduction_over_contiguous_input(graph: torch.fx.Graph, node: torch.fx.N
     return True
 
 
-class HostLoweringChoices(ReduceOverheadNotice):
-    """npu's Inductor post-grad pass: cpu's lowering choices, and the reduce-overhead notice."""
+class HostLoweringChoices(CustomGraphPass):
+    """npu's Inductor post-grad pass: cpu's lowering choices."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -125,7 +124,6 @@ class HostLoweringChoices(ReduceOverheadNotice):
         _eager_scatter_ops()
 
     def __call__(self, gm: torch.fx.GraphModule) -> None:
-        super().__call__(gm)
         changed = False
         for node in list(gm.graph.nodes):
             if node.op != "call_function":

@@ -83,8 +83,7 @@ def _register() -> None:
         NpuPythonWrapperCodegen,
         NpuCppWrapperCodegen,
         WrapperFxCodegen,
-        # cpu's lowering choices for npu graphs, and the notice that mode="reduce-overhead"
-        # runs without CUDA graph trees on npu.
+        # cpu's lowering choices for npu graphs (see host_lowering_choices).
         device_custom_pass=HostLoweringChoices(),
         device_custom_config=npu_config,
     )
