@@ -32,6 +32,7 @@ REGISTRATIONS: tuple[str, ...] = (
     "torch._inductor.codegen.common.register_backend_for_device: npu",
     "torch._inductor.codegen.common.register_device_op_overrides: npu",
     "at::native::_fused_sdp_choice_stub (REGISTER_PRIVATEUSE1_DISPATCH, at import): npu SDPA -> overrideable",
+    "torch.distributed.Backend.register_backend(extended_api=True, devices=['npu']): hccl",
 )
 
 _applied: list[str] = []
