@@ -99,7 +99,7 @@ def test_npu_compiles_after_inductor_was_used_before_import_torch_npu():
 
 
 def test_device_module_answers_the_four_codegen_names():
-    from torch_npu.compiler.inductor.scheduling import NpuScheduling
+    from torch_npu.compiler.inductor.registration import NpuScheduling
     from torch_npu.compiler.inductor.wrapper_codegen import (
         NpuCppWrapperCodegen,
         NpuPythonWrapperCodegen,

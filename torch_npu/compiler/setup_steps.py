@@ -12,9 +12,6 @@ Everything is done through PyTorch's extension points; what is registered is lis
 """
 from __future__ import annotations
 
-import importlib
-
-import torch
 
 def inductor_option() -> None:
     # torch.compile checks options= keys against torch._inductor.config, and the entry
@@ -24,20 +21,11 @@ def inductor_option() -> None:
     _patches.apply("inductor_npu_backend_option")
 
 
-# Our Inductor layer registers the npu codegen backends before Inductor's first
-# init_backend_registration(); that happens during an Inductor compile, which imports
-# torch._inductor.compile_fx first. The package may be absent from a partial install.
-INDUCTOR_REGISTRATION = "torch_npu.compiler.inductor.registration"
-_INDUCTOR_PACKAGES = ("torch_npu.compiler.inductor", INDUCTOR_REGISTRATION)
-
-
 def inductor_registration() -> None:
-    try:
-        registration = importlib.import_module(INDUCTOR_REGISTRATION)
-    except ModuleNotFoundError as exc:
-        if exc.name not in _INDUCTOR_PACKAGES:
-            raise
-        return
+    # Registers the npu codegen backends before Inductor's first init_backend_registration(),
+    # which happens during an Inductor compile, after torch._inductor.compile_fx is imported.
+    from torch_npu.compiler.inductor import registration
+
     registration.setup()
 
 

@@ -1,9 +1,17 @@
 // Convolution on npu. ATen routes convolutions of devices other than CPU/CUDA to the
 // "overrideable" ops, so they are implemented here by running the CPU convolution on
 // the same memory (recorded instead when a graph is capturing).
+//
+// The outputs' memory format is the one FakeTensor predicts for npu, not the one the CPU
+// kernel happens to pick: compiled graphs are planned (and their strides asserted) from
+// the fake rule. That rule (torch/_subclasses/fake_impls.py, `conv`) asks ATen which
+// backend serves the device (npu: Overrideable) and which memory format that backend
+// produces; the CPU kernel answers for Mkldnn instead, e.g. channels-last outputs for a
+// channels-last input where the npu rule says contiguous.
 #include "npu_observe.h"
 #include "npu_runtime.h"
 
+#include <ATen/native/ConvUtils.h>
 #include <torch/library.h>
 
 namespace torch_npu {
@@ -90,6 +98,34 @@ std::vector<at::Tensor> run_on_device(const char* name, const std::vector<at::Te
   return outs;
 }
 
+// The memory format the fake rule gives the convolution's outputs, asked of ATen's backend
+// rule for these npu tensors exactly as that rule asks it.
+at::MemoryFormat fake_rule_memory_format(const at::Tensor& input, const at::Tensor& weight,
+                                         const std::optional<at::Tensor>& bias, at::OptionalSymIntArrayRef bias_sizes,
+                                         c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
+                                         c10::SymIntArrayRef dilation, bool transposed,
+                                         c10::SymIntArrayRef output_padding, const c10::SymInt& groups) {
+  at::native::ConvBackend backend = at::native::select_conv_backend(
+      input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, bias_sizes);
+  at::Tensor in = meta_of(input);
+  at::Tensor w = meta_of(weight);
+  if (weight.dim() == 3) {
+    // The rule expands 1-d convolutions to 2-d before asking.
+    in = in.contiguous().unsqueeze(2);
+    w = w.unsqueeze(2);
+  }
+  return at::native::_determine_backend_memory_format(in, w, backend);
+}
+
+// `t` in memory format `fmt`, as the fake rule converts its outputs.
+at::Tensor in_memory_format(const at::Tensor& t, at::MemoryFormat fmt) {
+  if (!t.defined() || t.is_contiguous(fmt)) return t;
+  if (t.dim() == 3 && fmt == at::MemoryFormat::ChannelsLast) {
+    return t.unsqueeze(2).contiguous(fmt).squeeze(2);
+  }
+  return t.contiguous(fmt);
+}
+
 at::Tensor npu_convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                            c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
                            bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
@@ -97,9 +133,11 @@ at::Tensor npu_convolution(const at::Tensor& input, const at::Tensor& weight, co
       d(C10_AS_INTARRAYREF_SLOW(dilation).vec()), op(C10_AS_INTARRAYREF_SLOW(output_padding).vec());
   int64_t g = groups.expect_int();
   at::Tensor b = bias.has_value() ? *bias : at::Tensor();
+  at::MemoryFormat fmt = fake_rule_memory_format(input, weight, bias, std::nullopt, stride, padding, dilation,
+                                                 transposed, output_padding, groups);
   return run_on_device("aten::convolution_overrideable", {input, weight, b}, {"input", "weight", "bias"}, [=](const std::vector<at::Tensor>& t) {
     std::optional<at::Tensor> bb = t[2].defined() ? std::optional<at::Tensor>(t[2]) : std::nullopt;
-    return std::vector<at::Tensor>{at::convolution(t[0], t[1], bb, s, p, d, transposed, op, g)};
+    return std::vector<at::Tensor>{in_memory_format(at::convolution(t[0], t[1], bb, s, p, d, transposed, op, g), fmt)};
   })[0];
 }
 
@@ -111,10 +149,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_convolution_backward(
       d(C10_AS_INTARRAYREF_SLOW(dilation).vec()), op(C10_AS_INTARRAYREF_SLOW(output_padding).vec());
   int64_t g = groups.expect_int();
   std::vector<int64_t> bias_sizes{weight.size(transposed ? 1 : 0) * (transposed ? g : 1)};
+  std::vector<c10::SymInt> sym_bias_sizes(bias_sizes.begin(), bias_sizes.end());
+  at::MemoryFormat fmt = fake_rule_memory_format(input, weight, std::nullopt, sym_bias_sizes, stride, padding,
+                                                 dilation, transposed, output_padding, groups);
   auto outs = run_on_device("aten::convolution_backward_overrideable", {grad_output, input, weight},
                             {"grad_output", "input", "weight"}, [=](const std::vector<at::Tensor>& t) {
     auto r = at::convolution_backward(t[0], t[1], t[2], bias_sizes, s, p, d, transposed, op, g, output_mask);
-    return std::vector<at::Tensor>{std::get<0>(r), std::get<1>(r), std::get<2>(r)};
+    // The rule converts the input and weight gradients; the bias gradient keeps its layout.
+    return std::vector<at::Tensor>{in_memory_format(std::get<0>(r), fmt), in_memory_format(std::get<1>(r), fmt),
+                                   std::get<2>(r)};
   });
   return {outs[0], outs[1], outs[2]};
 }

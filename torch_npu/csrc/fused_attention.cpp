@@ -890,6 +890,48 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_att
                  keep_prob, seed, offset, band_lo, band_hi, band_bottom_right, bias_grad, dq_perm, dk_perm, dv_perm);
 }
 
+// Shape functions of the two kernels: NPU graph capture (and anything else that asks the
+// Meta key) learns the outputs' sizes and layouts from them without running the kernel, so
+// a captured step of an attention model records these ops instead of aborting the capture.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_forward_meta(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>&,
+    const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, at::OptionalIntArrayRef,
+    at::OptionalIntArrayRef, at::OptionalIntArrayRef, at::OptionalIntArrayRef, bool, double, double, double,
+    int64_t, int64_t, int64_t, int64_t, bool, int64_t stats_width, at::IntArrayRef out_perm,
+    at::IntArrayRef stats_perm) {
+  check_perm(out_perm, "out_perm");
+  check_perm(stats_perm, "stats_perm");
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "fused attention: query, key and value must be 4-D");
+  const int64_t B = q.size(0), N1 = q.size(1), Sq = q.size(2), Dv = v.size(3);
+  at::Tensor out = empty_in_order({B, N1, Sq, Dv}, out_perm, q.options());
+  auto fopts = q.options().dtype(at::kFloat);
+  if (stats_width > 0) {
+    return {out, empty_in_order({B, N1, Sq, stats_width}, stats_perm, fopts),
+            empty_in_order({B, N1, Sq, stats_width}, stats_perm, fopts)};
+  }
+  return {out, empty_in_order({B, N1, Sq, 1}, stats_perm, fopts).select(3, 0), at::empty({0}, fopts)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> attention_backward_meta(
+    const at::Tensor&, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor&,
+    const at::Tensor&, const std::optional<at::Tensor>&, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>&, const std::optional<at::Tensor>& sink, at::OptionalIntArrayRef,
+    at::OptionalIntArrayRef, at::OptionalIntArrayRef, at::OptionalIntArrayRef, bool, double, double, double,
+    int64_t, int64_t, int64_t, int64_t, bool, bool bias_grad, at::IntArrayRef dq_perm, at::IntArrayRef dk_perm,
+    at::IntArrayRef dv_perm) {
+  check_perm(dq_perm, "dq_perm");
+  check_perm(dk_perm, "dk_perm");
+  check_perm(dv_perm, "dv_perm");
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "fused attention: query, key and value must be 4-D");
+  auto fopts = q.options().dtype(at::kFloat);
+  const bool has_bias = bias.has_value() && bias->defined();
+  const bool has_sink = sink.has_value() && sink->defined();
+  return {empty_in_order(q.sizes(), dq_perm, q.options()), empty_in_order(k.sizes(), dk_perm, k.options()),
+          empty_in_order(v.sizes(), dv_perm, v.options()),
+          bias_grad && has_bias ? at::empty({q.size(0), q.size(1), q.size(2), k.size(2)}, fopts) : at::empty({0}, fopts),
+          has_sink ? at::empty({q.size(1)}, fopts) : at::empty({0}, fopts)};
+}
+
 TORCH_LIBRARY_FRAGMENT(npu, m) {
   m.def(
       "_fused_attention_forward(Tensor query, Tensor key, Tensor value, Tensor? bias, Tensor? mask, Tensor? sink, "
@@ -911,6 +953,11 @@ TORCH_LIBRARY_IMPL(npu, CPU, m) {
   m.impl("_fused_attention_forward", TORCH_FN(attention_forward_cpu));
   m.impl("_fused_attention_backward", TORCH_FN(attention_backward_cpu));
   m.impl("_draw_dropout_seed", [](const at::Tensor& like) { return draw_dropout_seed(like.device()); });
+}
+
+TORCH_LIBRARY_IMPL(npu, Meta, m) {
+  m.impl("_fused_attention_forward", TORCH_FN(attention_forward_meta));
+  m.impl("_fused_attention_backward", TORCH_FN(attention_backward_meta));
 }
 
 TORCH_LIBRARY_IMPL(npu, PrivateUse1, m) {

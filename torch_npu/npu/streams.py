@@ -111,7 +111,7 @@ class Event(torch.Event):
             raise TypeError(f"elapsed_time expects a torch.Event, but got {type(end_event).__name__}")
         # torch.Event.elapsed_time accepts only an exact torch.Event as its argument, so a
         # pair of torch.npu.Event objects is timed by the runtime directly.
-        if type(end_event) is not torch.Event and hasattr(_C, "_event_elapsed_time"):
+        if type(end_event) is not torch.Event:
             return _C._event_elapsed_time(self, end_event)
         return super().elapsed_time(end_event)
 

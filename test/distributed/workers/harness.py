@@ -45,19 +45,12 @@ def fail(msg: str) -> None:
     raise SystemExit(1)
 
 
-_TORCHVISION_LIB = None
-
-
 def define_torchvision_schemas() -> None:
-    """transformers imports torchvision, whose wheel here is a CUDA build: its C++ operators do
-    not load, and its import registers fake kernels for torchvision::nms and ::qnms, which
-    fails unless their schemas exist. Define them (nothing happens when they exist)."""
-    global _TORCHVISION_LIB
-    schemas = {"nms": "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
-               "qnms": "qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"}
-    missing = [s for name, s in schemas.items() if not torch._C._dispatch_has_kernel(f"torchvision::{name}")
-               and not hasattr(torch.ops.torchvision, name)]
-    if missing:
-        _TORCHVISION_LIB = torch.library.Library("torchvision", "FRAGMENT")
-        for schema in missing:
-            _TORCHVISION_LIB.define(schema)
+    """transformers imports torchvision, whose wheel here is a CUDA build: the suite's one
+    definition of the schemas its import needs (test/torchvision_schemas.py) runs first."""
+    test_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if test_dir not in sys.path:
+        sys.path.insert(0, test_dir)
+    import torchvision_schemas
+
+    torchvision_schemas.define()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
 
 from . import registration
-from .scheduling import NpuScheduling as Scheduling
+from .registration import NpuScheduling as Scheduling
 from .wrapper_codegen import NpuCppWrapperCodegen as CppWrapperCodegen
 from .wrapper_codegen import NpuPythonWrapperCodegen as PythonWrapperCodegen
 

@@ -7,6 +7,8 @@ another. Set them like any torch config, ``torch_npu.compiler.inductor.config.X 
 ``torch._inductor.config.npu_backend``, because only that module's keys are accepted by
 ``torch.compile(options=...)``.
 """
+import hashlib
+import os
 import sys
 
 from torch.utils._config_module import install_config_module
@@ -15,5 +17,33 @@ from torch.utils._config_module import install_config_module
 # that NPU graph capture records it instead of running it. False calls kernels directly:
 # marginally less per-call overhead, but compiled code can then not be captured.
 launch_through_runtime: bool = True
+
+# The CPU the mlir backend compiles its kernels for. "" is the host CPU (all its features);
+# a name such as "x86-64" (or "generic") compiles for that CPU's baseline features only,
+# which is how a machine without native bf16/f16 conversions is reproduced on one with them.
+mlir_target_cpu: str = ""
+
+
+
+def _codegen_sources_digest() -> str:
+    """Digest of the sources of npu's Inductor code generation (this package: scheduling,
+    wrapper, the mlir emitter and its lowering)."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for filename in sorted(f for f in filenames if f.endswith(".py")):
+            path = os.path.join(dirpath, filename)
+            digest.update(os.path.relpath(path, root).encode())
+            with open(path, "rb") as f:
+                digest.update(f.read())
+    return digest.hexdigest()[:16]
+
+
+# Version of npu's code generators, emitter of the mlir kernels included. Inductor saves
+# this module's values into every FX-graph cache key, and its own key covers only torch's
+# sources: so a graph compiled by other npu codegen (another torch_npu, an edited one) is
+# never served from the cache. The mlir kernels' disk cache is keyed by it as well.
+_codegen_version: str = _codegen_sources_digest()
 
 install_config_module(sys.modules[__name__])

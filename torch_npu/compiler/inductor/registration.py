@@ -1,4 +1,5 @@
-"""Registers the npu device with Inductor's codegen, through Inductor's own tables.
+"""Registers the npu device with Inductor's codegen, through Inductor's own tables, and
+defines the Scheduling constructor that registration names.
 
 ``setup()`` calls ``register_backend_for_device("npu", ...)`` with the dispatching
 Scheduling, the wrappers and the npu config module (``device_custom_config``, saved into
@@ -13,17 +14,53 @@ other route, asking the device module for ``Scheduling``/``PythonWrapperCodegen`
 be dropped) and happens once per process; ``codegen_classes`` answers it and calls
 ``setup()`` as well, and ``NpuScheduling`` calls it on every compile, which repairs the
 registration if that route overwrote it.
+
+Inductor registers one Scheduling per device for the whole process, but ``npu_backend``
+can differ between compiles. So the registered class is a dispatching constructor:
+``NpuScheduling(scheduler)`` resolves ``npu_backend`` for the compile in progress,
+validates it (an unknown name fails here, listing the valid ones, before any backend module
+is imported), imports only the chosen backend and returns that backend's Scheduling
+instance. It is a class, not a function, because Inductor inspects the registered
+constructor with ``issubclass`` (``ir.is_triton``); npu kernels are never Triton.
 """
 from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
+
+import torch
+
+from . import backend_registry
 
 log = logging.getLogger(__name__)
+# TORCH_LOGS=npu_inductor: the backend each compile chose, and where the choice came from.
+choice_log = torch._logging.getArtifactLogger(__name__, "npu_inductor")
 
 DEVICE_TYPE = "npu"
 
 _lock = threading.Lock()
+
+
+class NpuScheduling:
+    """Constructs the Scheduling of the npu backend chosen for the current compile."""
+
+    def __new__(cls, scheduler: Any) -> Any:
+        # Cheap when nothing changed; restores the config module and op overrides if
+        # Inductor's device-module route re-registered npu with fewer arguments.
+        setup()
+        name = backend_registry.resolve_backend_name()
+        scheduling_cls = backend_registry.load_scheduling_class(name)
+        if isinstance(scheduling_cls, type) and issubclass(scheduling_cls, cls):
+            # Would make Python call __init__ on the result a second time.
+            raise TypeError(f"npu backend {name!r}: {scheduling_cls} must not derive from {cls}")
+        log.debug("npu_backend=%s -> %s", name, scheduling_cls)
+        if scheduler is not None and choice_log.isEnabledFor(logging.DEBUG):  # a real compile, not a feature query
+            choice_log.debug(
+                "npu Inductor backend %r (%s.%s), set by %s",
+                name, scheduling_cls.__module__, scheduling_cls.__qualname__, backend_registry.backend_source(),
+            )
+        return scheduling_cls(scheduler)
 
 
 def is_registered() -> bool:
@@ -32,7 +69,6 @@ def is_registered() -> bool:
 
     from . import config as npu_config
     from .device_op_overrides import NpuDeviceOpOverrides
-    from .scheduling import NpuScheduling
 
     return (
         common.get_scheduling_for_device(DEVICE_TYPE) is NpuScheduling
@@ -47,7 +83,7 @@ def _register() -> None:
 
     from . import config as npu_config
     from .device_op_overrides import NpuDeviceOpOverrides
-    from .scheduling import NpuScheduling
+    from .host_lowering_choices import HostLoweringChoices
     from .wrapper_codegen import NpuCppWrapperCodegen, NpuPythonWrapperCodegen
 
     common.register_backend_for_device(
@@ -56,6 +92,8 @@ def _register() -> None:
         NpuPythonWrapperCodegen,
         NpuCppWrapperCodegen,
         WrapperFxCodegen,
+        # cpu's lowering choices for npu graphs (see host_lowering_choices).
+        device_custom_pass=HostLoweringChoices(),
         device_custom_config=npu_config,
     )
     common.register_device_op_overrides(DEVICE_TYPE, NpuDeviceOpOverrides())

@@ -7,17 +7,29 @@ routed through the runtime's launch entry point ``torch.npu._launch_host_kernel(
 which runs the kernel now or, while the current stream is being captured into an NPU
 graph, records it for replay. Kernels of cpu tensors in the same graph are called directly,
 as Inductor does for cpu.
+
+Inductor emits a device guard only for GPU device types, so without one an npu graph's
+buffers would be allocated on the current device (``device='npu'``) and its kernels
+launched on that device's stream, whatever device the inputs are on: a model on
+``npu:1`` would get ``npu:0`` outputs. The npu wrapper therefore runs the graph's body
+under a guard of its npu device and allocates npu buffers on their own device index.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
 from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
-from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+from torch._inductor.codegen.wrapper import (
+    PythonWrapperCodegen,
+    SubgraphPythonWrapperCodegen,
+    WrapperLine,
+)
 from torch._inductor.virtualized import V
 
 from . import config as npu_config
+from .device_op_overrides import NpuDeviceOpOverrides
 
 DEVICE_TYPE = "npu"
 LAUNCH_ENTRY_POINT = "torch.npu._launch_host_kernel"
@@ -68,6 +80,28 @@ class _HostKernelLaunch:
             )
 
 
+@dataclasses.dataclass
+class EnterNpuDeviceLine(WrapperLine):
+    """``with <npu device guard>:`` around the rest of the graph's body."""
+
+    device_idx: int
+
+    def codegen(self, code: Any) -> None:
+        code.writeline(f"with {NpuDeviceOpOverrides().device_guard(self.device_idx)}:")
+        code.do_indent()
+
+
+class ExitNpuDeviceLine(WrapperLine):
+    def codegen(self, code: Any) -> None:
+        code.do_unindent()
+
+
+def graph_npu_device_indices() -> list[int]:
+    """Indices of the npu devices the graph being compiled has tensors on, sorted."""
+    devices = V.graph.device_node_mapping
+    return sorted({d.index for d in devices if d.type == DEVICE_TYPE and d.index is not None})
+
+
 class NpuSubgraphPythonWrapperCodegen(_HostKernelLaunch, SubgraphPythonWrapperCodegen):
     """Wrapper of a subgraph (control flow bodies) of an npu graph."""
 
@@ -88,6 +122,50 @@ class NpuPythonWrapperCodegen(_HostKernelLaunch, PythonWrapperCodegen):
                 subgraph_name, parent_wrapper, partition_signatures
             )
         return NpuPythonWrapperCodegen()
+
+    def run_wrapper_ir_passes(self, is_inference: bool) -> None:
+        super().run_wrapper_ir_passes(is_inference)
+        # Guard the body with the graph's npu device, as Inductor does for GPUs; with
+        # tensors on several npu devices (explicit copies in the graph) buffers still go
+        # to their own device (make_allocation) and kernels run where their data is.
+        indices = graph_npu_device_indices()
+        if len(indices) == 1:
+            self.lines.insert(0, EnterNpuDeviceLine(indices[0]))
+            self.lines.append(ExitNpuDeviceLine())
+
+    def make_allocation(
+        self,
+        name: str,
+        device: torch.device,
+        dtype: torch.dtype,
+        shape: Any,
+        stride: Any,
+        allocation_shape: Any = None,
+        is_pinned: bool = False,
+    ) -> str:
+        from torch._inductor import config as inductor_config
+
+        if (
+            device.type != DEVICE_TYPE
+            or device.index is None
+            or inductor_config.test_configs.track_memory_lifecycle
+        ):
+            return super().make_allocation(
+                name, device, dtype, shape, stride, allocation_shape, is_pinned
+            )
+        # Inductor's line for devices without a fast path, with the device index kept.
+        if allocation_shape is None:
+            allocation_shape = shape
+        shape_tuple = self.codegen_python_shape_tuple(shape)
+        allocation_tuple = self.codegen_python_shape_tuple(allocation_shape)
+        stride_tuple = self.codegen_python_shape_tuple(stride)
+        out = (
+            f"{name} = empty_strided({allocation_tuple}, {stride_tuple}, "
+            f"device='{device.type}:{device.index}', dtype={dtype})"
+        )
+        if shape_tuple != allocation_tuple:
+            out += f".as_strided({shape_tuple}, {stride_tuple})"
+        return out
 
 
 class NpuCppWrapperCodegen(CppWrapperCpu):

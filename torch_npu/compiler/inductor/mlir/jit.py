@@ -7,11 +7,17 @@ the source and the pipeline, so a second process loads it without touching MLIR.
 The kernel's entry symbol is `_mlir_kernel`: the Python binding's lookup prepends
 `_mlir_` to names, so `raw_lookup("kernel")` returns the plain (non-packed) function,
 callable through ctypes with each memref passed as its expanded descriptor fields.
+
+Code is generated for the host CPU unless `config.mlir_target_cpu` names another (its
+baseline features only). The cache key holds what decides the machine code: the
+version of the emitter (npu's codegen sources), the pipeline, the optimization level, the target and the host CPU.
 """
 
 import ctypes
+import functools
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -32,7 +38,7 @@ PIPELINE = (
 )
 ENTRY = "kernel"  # defined in MLIR as @_mlir_kernel, see module docstring
 OPT_LEVEL = 3
-_FORMAT_VERSION = "1"
+_FORMAT_VERSION = "2"
 
 _lock = threading.Lock()
 # In-process kernels keep their ExecutionEngine (and MLIR context) alive.
@@ -44,9 +50,46 @@ class MlirCompileError(RuntimeError):
     """The MLIR text did not parse, verify or lower."""
 
 
+@functools.cache
+def host_cpu() -> str:
+    """What the host CPU offers the code generator: model and feature flags."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = f.read()
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}"
+    fields = {}
+    for line in info.split("\n\n", 1)[0].splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = " ".join(sorted((fields.get("flags") or fields.get("Features") or "").split()))
+    return f"{platform.machine()} {fields.get('model name', '')} {flags}"
+
+
+def target_cpu() -> str:
+    """The CPU kernels are compiled for: "" for the host, else `config.mlir_target_cpu`."""
+    from torch_npu.compiler.inductor import config
+
+    return config.mlir_target_cpu
+
+
 def cache_key(src: str) -> str:
+    from torch_npu.compiler.inductor import config
+
+    target = target_cpu()
+    parts = (
+        _FORMAT_VERSION,
+        config._codegen_version,
+        PIPELINE,
+        str(OPT_LEVEL),
+        f"target={target}",
+        # Code for the host uses every feature it has: a cache dir moved to another CPU
+        # must not serve it.
+        host_cpu() if not target else "",
+        src,
+    )
     h = hashlib.sha256()
-    for part in (_FORMAT_VERSION, PIPELINE, str(OPT_LEVEL), src):
+    for part in parts:
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -72,6 +115,7 @@ def _engine_compile(src: str):
         try:
             module = ir.Module.parse(src)
             passmanager.PassManager.parse(PIPELINE).run(module.operation)
+            _set_target(module, target_cpu())
         except Exception as exc:  # the bindings raise ValueError/MLIRError
             raise MlirCompileError(str(exc).splitlines()[0][:300]) from exc
         engine = ExecutionEngine(module, opt_level=OPT_LEVEL)
@@ -79,6 +123,23 @@ def _engine_compile(src: str):
     if not addr:
         raise MlirCompileError("kernel entry not found after lowering")
     return ctx, module, engine, addr
+
+
+def _set_target(module, cpu: str) -> None:
+    """Make LLVM generate the module's functions for `cpu` with its baseline features.
+
+    A function's own target-cpu/target-features attributes take precedence over the
+    JIT's host target; the explicit (empty-but-baseline) feature list drops the host's.
+    """
+    if not cpu:
+        return
+    from ._bindings import ir
+
+    features = ir.Attribute.parse('#llvm.target_features<["+cx8"]>')
+    for op in module.body.operations:
+        if op.operation.name == "llvm.func":
+            op.attributes["target_cpu"] = ir.StringAttr.get(cpu)
+            op.attributes["target_features"] = features
 
 
 def _persist(engine, key: str) -> None:

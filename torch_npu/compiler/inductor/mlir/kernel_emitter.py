@@ -29,6 +29,7 @@ from .dtypes import compute_dtype, compute_type, float_literal, int_limits, is_f
 from .fallback import MlirUnsupported
 from .fast_math import FastMath
 from .index_math import IndexMath
+from .narrow_floats import NARROW_TYPES, narrow, widen
 from .random_ops import RandomOps
 from .ssa import SsaBuilder, Val
 from .value_ops import ValueOps
@@ -296,8 +297,8 @@ class KernelEmitter(IndexMath, RandomOps, FastMath, ValueOps):
         if dtype == torch.bool:
             zero = self.b.constant("0", "i8")
             raw = self.b.assign(f"arith.cmpi ne, {raw}, {zero} : i8")
-        elif mt in ("f16", "bf16"):
-            raw = self.b.assign(f"arith.extf {raw} : {mt} to f32")
+        elif mt in NARROW_TYPES:
+            raw = widen(self.b, raw, mt)
         val = Val(raw, compute_dtype(dtype))
         self.b.remember(key, val)
         return val
@@ -326,8 +327,8 @@ class KernelEmitter(IndexMath, RandomOps, FastMath, ValueOps):
         raw = value.name
         if dtype == torch.bool:
             raw = self.b.assign(f"arith.extui {raw} : i1 to i8")
-        elif mt in ("f16", "bf16"):
-            raw = self.b.assign(f"arith.truncf {raw} : f32 to {mt}")
+        elif mt in NARROW_TYPES:
+            raw = narrow(self.b, raw, mt)
         arg = self.args.output(name)
         self.b.emit(f"memref.store {raw}, %{arg}[{self.index(index)}] : memref<?x{mt}>")
 

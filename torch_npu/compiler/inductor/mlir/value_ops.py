@@ -17,8 +17,10 @@ from .dtypes import (
     is_float,
     is_low_precision,
     is_unsigned,
+    memory_type,
 )
 from .fallback import MlirUnsupported
+from .narrow_floats import narrow, widen
 from .ssa import Val
 
 # ops whose float implementation is a single math-dialect operation
@@ -92,9 +94,8 @@ class ValueOps:
         v = self._convert(x, target)
         if is_low_precision(dtype):
             # keep f32 in registers but round to the narrow type, as a store/load would
-            narrow = "f16" if dtype == torch.float16 else "bf16"
-            t = self.b.assign(f"arith.truncf {v.name} : f32 to {narrow}")
-            v = Val(self.b.assign(f"arith.extf {t} : {narrow} to f32"), torch.float32)
+            mt = memory_type(dtype)
+            v = Val(widen(self.b, narrow(self.b, v.name, mt), mt), torch.float32)
         return v
 
     def _convert(self, x: Val, target: torch.dtype) -> Val:

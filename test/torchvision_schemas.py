@@ -3,7 +3,9 @@
 The torchvision wheel on the package index is a CUDA build whose C++ operators do not load
 against the CPU torch; at import it registers fake kernels for torchvision::nms and
 torchvision::qnms, which fails unless the schemas exist. transformers imports torchvision, so
-the transformers tests define them first (doing nothing when torchvision's own library loaded).
+every test that imports either calls ``define()`` first (it does nothing when torchvision's
+own library loaded). The schemas have no kernel: calling them fails as it would without
+the C++ ops; the models (resnet, mobilenet) never call them.
 """
 import torch
 

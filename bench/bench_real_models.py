@@ -1,0 +1,229 @@
+"""Real models (torchvision CNNs, transformers GPT-2/BERT/Llama) on npu against cpu, in one run.
+
+The models are the ones the real-model test matrix runs (``test/real_models/real_models.py``:
+library code, tiny configs, random weights). Every figure is a ratio of two medians measured
+side by side in this process, calls of the two sides interleaved so load changes hit both:
+
+* ``eager``: npu eager ÷ cpu eager per step, inference (forward, no grad) and training
+  (forward, backward, SGD step), on the transformer models;
+* ``inductor``: npu Inductor (``npu_backend="default"``) ÷ cpu Inductor per forward call,
+  every model;
+* ``first_compile``: first call of a freshly compiled GPT-2 forward, npu ÷ cpu, each in a
+  fresh interpreter with an empty Inductor cache (median of ``--compiles`` pairs);
+* ``npugraphs``: ``backend="npugraphs"`` ÷ npu eager per step once graphs are recorded, on
+  the CNNs, inference and training (each step opened with ``mark_step_begin()``).
+
+Ratios below 1 mean npu is faster. The machine is shared: the load average is printed with
+the results.
+
+    python bench/bench_real_models.py [--repeat 15] [--compiles 3] [--only eager,inductor,...] [--json PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(BENCH_DIR)
+MODELS_DIR = os.path.join(REPO_ROOT, "test", "real_models")
+# real_models.py, and the torchvision_schemas.py it imports from test/.
+sys.path[:0] = [MODELS_DIR, os.path.join(REPO_ROOT, "test")]
+
+import torch  # noqa: E402
+
+import torch_npu  # noqa: E402
+from real_models import MODELS, build_on_cpu  # noqa: E402
+
+TRANSFORMERS = ("gpt2", "bert", "llama")
+CNNS = ("resnet18", "mobilenet_v3_small")
+NPU = torch.device("npu")
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "npu":
+        torch.npu.synchronize()
+
+
+def _interleaved(steps: dict, repeat: int, warmup: int = 3) -> dict:
+    """Median seconds per call of each step function, calls of all of them interleaved."""
+    for _ in range(warmup):
+        for device, fn in steps.values():
+            fn()
+            _sync(device)
+    samples: dict = {name: [] for name in steps}
+    for _ in range(repeat):
+        for name, (device, fn) in steps.items():
+            start = time.perf_counter()
+            fn()
+            _sync(device)
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def _inference_step(model_spec, module, device):
+    args, _ = model_spec.inputs(torch.Generator().manual_seed(1))
+    args = tuple(a.to(device) for a in args)
+
+    def step():
+        with torch.no_grad():
+            model_spec.output(module(*args))
+
+    return device, step
+
+
+def _training_step(model_spec, module, params_of, device, mark_step=False):
+    args, target = model_spec.inputs(torch.Generator().manual_seed(1))
+    args, target = tuple(a.to(device) for a in args), target.to(device)
+    opt = torch.optim.SGD(params_of.parameters(), lr=1e-3, momentum=0.9)
+
+    def step():
+        if mark_step:
+            torch_npu.npu.mark_step_begin()
+        opt.zero_grad(set_to_none=True)
+        loss = model_spec.loss(model_spec.output(module(*args)), target)
+        loss.backward()
+        opt.step()
+
+    return device, step
+
+
+def _pair(name: str, train: bool):
+    spec = MODELS[name]
+    cpu_model = build_on_cpu(spec).train(train)
+    return spec, cpu_model, copy.deepcopy(cpu_model).to(NPU)
+
+
+def eager(repeat: int) -> dict:
+    rows = {}
+    for name in TRANSFORMERS:
+        spec, cpu_model, npu_model = _pair(name, train=False)
+        t = _interleaved({"cpu": _inference_step(spec, cpu_model, torch.device("cpu")),
+                          "npu": _inference_step(spec, npu_model, NPU)}, repeat)
+        spec, cpu_model, npu_model = _pair(name, train=True)
+        s = _interleaved({"cpu": _training_step(spec, cpu_model, cpu_model, torch.device("cpu")),
+                          "npu": _training_step(spec, npu_model, npu_model, NPU)}, repeat)
+        rows[name] = {"inference_npu_over_cpu": t["npu"] / t["cpu"], "training_npu_over_cpu": s["npu"] / s["cpu"],
+                      "inference_cpu_ms": t["cpu"] * 1e3, "training_cpu_ms": s["cpu"] * 1e3}
+    return rows
+
+
+def inductor(repeat: int) -> dict:
+    rows = {}
+    for name in CNNS + TRANSFORMERS:
+        torch._dynamo.reset()
+        spec, cpu_model, npu_model = _pair(name, train=False)
+        options = {"npu_backend": "default"}
+        t = _interleaved({"cpu": _inference_step(spec, torch.compile(cpu_model, options=options), torch.device("cpu")),
+                          "npu": _inference_step(spec, torch.compile(npu_model, options=options), NPU)}, repeat)
+        rows[name] = {"npu_over_cpu": t["npu"] / t["cpu"], "cpu_ms": t["cpu"] * 1e3}
+    return rows
+
+
+FIRST_COMPILE_CHILD = textwrap.dedent(
+    """
+    import sys, time
+    sys.path[:0] = sys.argv[2:]
+    import torch
+    import torch_npu  # noqa: F401
+    from real_models import MODELS, build_on_cpu
+    spec = MODELS["gpt2"]
+    device = torch.device(sys.argv[1])
+    model = build_on_cpu(spec).eval().to(device)
+    args = tuple(a.to(device) for a in spec.inputs(torch.Generator().manual_seed(1))[0])
+    compiled = torch.compile(model, options={"npu_backend": "default"})
+    with torch.no_grad():
+        start = time.perf_counter()
+        compiled(*args)
+        if device.type == "npu":
+            torch.npu.synchronize()
+        print(time.perf_counter() - start)
+    """
+)
+
+
+def _first_compile_s(device: str) -> float:
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix=f"bench_real_models_{device}_")}
+    out = subprocess.run([sys.executable, "-c", FIRST_COMPILE_CHILD, device, MODELS_DIR,
+                          os.path.join(REPO_ROOT, "test")], env=env, check=True,
+                         capture_output=True, text=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def first_compile(compiles: int) -> dict:
+    cpu, npu = [], []
+    for _ in range(compiles):  # pairs, so a load change hits both devices
+        cpu.append(_first_compile_s("cpu"))
+        npu.append(_first_compile_s("npu"))
+    return {"gpt2": {"npu_over_cpu_cold": statistics.median(npu) / statistics.median(cpu),
+                     "cpu_cold_s": statistics.median(cpu), "npu_cold_s": statistics.median(npu)}}
+
+
+def npugraphs(repeat: int) -> dict:
+    from torch_npu.compiler import graph_trees
+
+    rows = {}
+    for name in CNNS:
+        row = {}
+        for train in (False, True):
+            torch._dynamo.reset()
+            graph_trees.reset()
+            spec, _, eager_model = _pair(name, train=train)
+            graph_model = copy.deepcopy(eager_model)
+            compiled = torch.compile(graph_model, backend="npugraphs")
+            if train:
+                steps = {"eager": _training_step(spec, eager_model, eager_model, NPU, mark_step=True),
+                         "npugraphs": _training_step(spec, compiled, graph_model, NPU, mark_step=True)}
+            else:
+                steps = {"eager": _inference_step(spec, eager_model, NPU),
+                         "npugraphs": _inference_step(spec, compiled, NPU)}
+            t = _interleaved(steps, repeat)
+            stats = dict(graph_trees.get_manager(0, create_if_none_exists=False).stats)
+            if stats["replays"] == 0 or stats["eager_runs"]:
+                raise RuntimeError(f"{name}: npugraphs did not replay every step: {stats}")
+            mode = "training" if train else "inference"
+            row[f"{mode}_npugraphs_over_eager"] = t["npugraphs"] / t["eager"]
+            row[f"{mode}_eager_ms"] = t["eager"] * 1e3
+        rows[name] = row
+    return rows
+
+
+SECTIONS = {"eager": eager, "inductor": inductor, "first_compile": first_compile, "npugraphs": npugraphs}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--compiles", type=int, default=3)
+    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections to run")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args()
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="bench_real_models_"))
+
+    load_before = os.getloadavg()
+    results: dict = {}
+    for section in args.only.split(","):
+        fn = SECTIONS[section]
+        results[section] = fn(args.compiles) if section == "first_compile" else fn(args.repeat)
+    results["load_average"] = {"before": load_before, "after": os.getloadavg(), "cores": os.cpu_count()}
+    for section, rows in results.items():
+        print(f"== {section}")
+        if section == "load_average":
+            print(f"  1-min load before {rows['before'][0]:.1f}, after {rows['after'][0]:.1f} on {rows['cores']} cores")
+            continue
+        for name, row in rows.items():
+            print(f"  {name}: " + ", ".join(f"{k}={v:.3g}" for k, v in row.items()))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
