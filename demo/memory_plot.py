@@ -67,13 +67,25 @@ class Timeline:
 
 
 def timeline(snapshot: dict, device: int = 0) -> Timeline:
-    """Replays the trace: ``alloc``/``free_completed`` move allocated, ``segment_*`` reserved."""
+    """Replays the trace: ``alloc``/``free_completed`` move allocated, ``segment_*`` reserved.
+
+    Memory the process held before recording started appears in no event; it is the
+    snapshot's state at the dump minus what the trace changed, and the replay starts there."""
+    trace = snapshot["device_traces"][device]
+    segments = [s for s in snapshot["segments"] if s["device"] == device]
+    net_alloc = sum(e["size"] if e["action"] == "alloc" else -e["size"]
+                    for e in trace if e["action"] in ("alloc", "free_completed"))
+    net_reserved = sum(e["size"] if e["action"] == "segment_alloc" else -e["size"]
+                       for e in trace if e["action"] in ("segment_alloc", "segment_free"))
+    held_alloc = sum(b["requested_size"] for s in segments for b in s["blocks"] if b["state"] == "active_allocated")
+    held_reserved = sum(s["total_size"] for s in segments)
     times: list[float] = []
     allocated: list[int] = []
     reserved: list[int] = []
     live: dict[int, dict] = {}
-    peak_index, peak_live, alloc_now, reserved_now = 0, [], 0, 0
-    for event in snapshot["device_traces"][device]:
+    peak_index, peak_live = 0, []
+    alloc_now, reserved_now = held_alloc - net_alloc, held_reserved - net_reserved
+    for event in trace:
         action = event["action"]
         if action == "alloc":
             alloc_now += event["size"]
