@@ -45,7 +45,7 @@ STEPS: dict[str, tuple[str, ...]] = {
         "graphsafe_rng",
         "backends",
     ),
-    _INDUCTOR_COMPILE: ("inductor_registration",),
+    _INDUCTOR_COMPILE: ("inductor_registration", "fused_op_decompositions"),
 }
 
 

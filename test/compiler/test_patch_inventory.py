@@ -57,6 +57,7 @@ from torch._dynamo.device_interface import get_interface_for_device
 from torch._dynamo.utils import common_constant_types
 from torch._functorch._aot_autograd.utils import supports_graphsafe_rng
 from torch._inductor.codegen import common
+from torch._inductor.decomposition import decompositions
 from torch_npu import _patches
 from torch_npu.compiler.backends import registry
 from torch_npu.compiler.device_interface import NpuInterface
@@ -72,6 +73,7 @@ checks = {
     _patches.REGISTRATIONS[5]: all(_COMPILER_FNS[n] is registry.ENTRIES[n] for n in registry.ENTRIES),
     _patches.REGISTRATIONS[6]: common.get_scheduling_for_device("npu") is not None,
     _patches.REGISTRATIONS[7]: "npu" in common.device_op_overrides_dict,
+    _patches.REGISTRATIONS[8]: torch.ops.npu.npu_rms_norm.default in decompositions,
 }
 print(json.dumps(diff))
 print(json.dumps({"applied": list(_patches.applied()), "inventory": list(_patches.PATCHES),

@@ -26,6 +26,8 @@ REGISTRATIONS: tuple[str, ...] = (
     "torch._dynamo.register_backend: npu, npugraph_ex, npugraphs",
     "torch._inductor.codegen.common.register_backend_for_device: npu",
     "torch._inductor.codegen.common.register_device_op_overrides: npu",
+    "torch._inductor.decomposition.register_decomposition: the pointwise and normalisation "
+    "npu::npu_* operators of torch_npu.ops (their ATen formulas)",
 )
 
 _applied: list[str] = []

@@ -41,6 +41,14 @@ def inductor_registration() -> None:
     registration.setup()
 
 
+def fused_op_decompositions() -> None:
+    # The fused npu_* operators decompose into their ATen formulas under Inductor, so they
+    # fuse; Inductor's decomposition table must have them before its first compile.
+    from torch_npu import ops
+
+    ops.register_inductor_decompositions()
+
+
 def device_interface() -> None:
     from torch_npu.compiler import device_interface as interface
 
