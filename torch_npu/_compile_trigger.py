@@ -44,6 +44,7 @@ STEPS: dict[str, tuple[str, ...]] = {
         "stream_handlers",
         "graphsafe_rng",
         "backends",
+        "transfer_to_npu_tracing",
     ),
     _INDUCTOR_COMPILE: ("inductor_registration", "fused_op_decompositions"),
 }

@@ -33,6 +33,30 @@ REGISTRATIONS: tuple[str, ...] = (
 _applied: list[str] = []
 
 
+# Opt-in patch groups, each a subpackage of this package applied only by its own entry
+# module (never by the trigger) and counted apart from PATCHES: group -> its patch modules.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "transfer_to_npu": ("cuda_module", "autocast", "grad_scaler", "generator", "process_group"),
+}
+
+
+def apply_group(group: str) -> None:
+    """Apply the opt-in patch group ``group`` (all of it, or none of it)."""
+    if group not in GROUPS:
+        raise ValueError(f"unknown patch group {group!r}; the groups are {tuple(GROUPS)}")
+    importlib.import_module(f"{__name__}.{group}").apply()
+
+
+def applied_group(group: str) -> tuple[str, ...]:
+    """The patches of ``group`` applied in this process (none unless its entry was imported)."""
+    if group not in GROUPS:
+        raise ValueError(f"unknown patch group {group!r}; the groups are {tuple(GROUPS)}")
+    import sys
+
+    module = sys.modules.get(f"{__name__}.{group}")
+    return module.applied() if module is not None else ()
+
+
 def apply(name: str) -> None:
     """Apply the patch module ``name`` once; it must be listed in ``PATCHES``."""
     if name not in PATCHES:

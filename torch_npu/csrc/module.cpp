@@ -12,6 +12,7 @@
 namespace torch_npu {
 void register_hooks();
 void register_memory_history_bindings(py::module_& m);
+void register_device_redirect(py::module& m);  // device_redirect.cpp (transfer_to_npu)
 }
 
 namespace {
@@ -144,6 +145,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "Simulated NPU runtime registered as the PrivateUse1 backend";
   register_hooks();
   install_allocators();
+  register_device_redirect(m);
 
   m.def("_init", &lazy_init);
   m.def("_is_initialized", &is_initialized);

@@ -1,0 +1,81 @@
+"""Cost of transfer_to_npu's device mode on a 1-element add, side by side in one process.
+
+After ``import torch_npu.contrib.transfer_to_npu`` every torch call passes through the mode.
+This times blocks of 1-element npu adds with the mode on the stack and with it taken off
+(``torch.overrides._pop_mode_temporarily``), alternating, and reports the median ratio
+(budget <= 1.3). For comparison it also times a minimal Python TorchFunctionMode
+(``return func(*args, **kwargs)``), the cost the C handler avoids. The load average is
+printed with the figures.
+
+    python bench/bench_transfer_to_npu.py [--samples N] [--calls N] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+
+import torch_npu.contrib.transfer_to_npu  # noqa: F401  (applies the group)
+from torch.overrides import TorchFunctionMode, _pop_mode_temporarily
+
+BUDGET = 1.3
+
+
+class MinimalPythonMode(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def _block(a, b, calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        a + b
+    return (time.perf_counter() - start) / calls
+
+
+def run(samples: int, calls: int) -> dict[str, float]:
+    a = torch.ones(1, device="cuda")  # npu, through the mode
+    b = torch.ones(1, device="cuda")
+    plain, transfer, python_mode = [], [], []
+    _block(a, b, calls)  # warm up
+    for _ in range(samples):
+        transfer.append(_block(a, b, calls))
+        with _pop_mode_temporarily():
+            plain.append(_block(a, b, calls))
+            with MinimalPythonMode():
+                python_mode.append(_block(a, b, calls))
+    p, t, m = (statistics.median(x) for x in (plain, transfer, python_mode))
+    return {
+        "add_us": p * 1e6,
+        "add_transfer_us": t * 1e6,
+        "ratio": t / p,
+        "python_mode_ratio": m / p,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=21)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--json", action="store_true")
+    options = parser.parse_args()
+    load = os.getloadavg()
+    result = run(options.samples, options.calls)
+    if options.json:
+        print(json.dumps({"load": load, **result}, indent=2))
+        return
+    verdict = "OK" if result["ratio"] <= BUDGET else "over budget"
+    print(f"1-element npu add, median of {options.samples} blocks of {options.calls}, "
+          f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    print(f"  without the mode   {result['add_us']:6.2f} us")
+    print(f"  transfer_to_npu    {result['add_transfer_us']:6.2f} us   ratio {result['ratio']:.2f}  "
+          f"(budget <= {BUDGET})  {verdict}")
+    print(f"  minimal Python mode (for comparison)     ratio {result['python_mode_ratio']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
