@@ -170,6 +170,25 @@ def test_compiled_training_step_matches_eager_and_fuses_every_op():
     assert "torch.ops.npu." not in code
 
 
+def test_remaining_decomposed_ops_compile_without_an_opaque_call():
+    x1, x2 = torch.randn(2, 4, 16, device=D), torch.randn(2, 4, 16, device=D)
+    gamma = torch.rand(16, device=D) + 0.5
+    q, k = torch.randn(2, 4, 2, 16, device=D), torch.randn(2, 4, 1, 16, device=D)
+    cos, sin = torch.rand(2, 4, 1, 16, device=D), torch.rand(2, 4, 1, 16, device=D)
+
+    def rest(x1, x2, gamma, q, k, cos, sin):
+        y, rstd, residual = torch_npu.npu_add_rms_norm(x1, x2, gamma)
+        moved = torch_npu.npu_confusion_transpose(y, [0, 2, 1], [2, 16, 4], False)
+        q, k = torch_npu.npu_apply_rotary_pos_emb(q.clone(), k.clone(), cos, sin)
+        return torch_npu.npu_dtype_cast(moved, torch.bfloat16), rstd, residual, q, k
+
+    expected = rest(x1, x2, gamma, q, k, cos, sin)
+    got, code = _compile_and_code(rest, x1, x2, gamma, q, k, cos, sin)
+    assert "torch.ops.npu." not in code
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a.cpu(), b.cpu(), atol=1e-5, rtol=1e-5)
+
+
 def test_compile_keeps_the_routing_and_quantised_ops_as_calls_and_matches_eager():
     x = torch.randn(6, 8, device=D)
     w = torch.randn(4, 8, 5, device=D)
