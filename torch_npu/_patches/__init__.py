@@ -26,6 +26,7 @@ REGISTRATIONS: tuple[str, ...] = (
     "torch._dynamo.register_backend: npu, npugraph_ex, npugraphs",
     "torch._inductor.codegen.common.register_backend_for_device: npu",
     "torch._inductor.codegen.common.register_device_op_overrides: npu",
+    "torch.distributed.Backend.register_backend(extended_api=True, devices=['npu']): hccl",
 )
 
 _applied: list[str] = []

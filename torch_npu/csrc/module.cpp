@@ -8,6 +8,9 @@
 
 namespace torch_npu {
 void register_hooks();
+namespace hccl {
+void add_bindings(py::module_& m);  // hccl_bindings.cpp
+}
 }
 
 namespace {
@@ -57,6 +60,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "Simulated NPU runtime registered as the PrivateUse1 backend";
   register_hooks();
   install_allocators();
+  hccl::add_bindings(m);
 
   m.def("_init", &lazy_init);
   m.def("_is_initialized", &is_initialized);
