@@ -4,7 +4,8 @@ Importing the package loads the runtime (``torch_npu._C``), renames PrivateUse1 
 ``npu``, registers ``torch.npu`` and the ``.npu()``/``is_npu`` methods, and installs two
 import-system finders: the compile trigger (Dynamo/Inductor integration is set up when
 those modules are first imported, never here) and the ``npugraph_ex`` alias, and registers
-the fused ``npu_*`` operators (``torch.ops.npu``, bound as ``torch_npu.<name>``). It imports
+the fused ``npu_*`` operators (``torch.ops.npu``, bound as ``torch_npu.<name>``), and names
+the ``hccl`` process-group backend to torch.distributed (loaded on first use). It imports
 no compiler module and initialises no device, so it costs about what ``import torch`` costs.
 """
 from __future__ import annotations
@@ -44,11 +45,12 @@ def _register_backend() -> None:
 
 _register_backend()
 
-from torch_npu import _autograd_exit_barrier, _compile_trigger, _npugraph_ex_finder  # noqa: E402
+from torch_npu import _autograd_exit_barrier, _compile_trigger, _hccl_registration, _npugraph_ex_finder  # noqa: E402
 
 _autograd_exit_barrier.register()
 _compile_trigger.install()
 _npugraph_ex_finder.install()
+_hccl_registration.register()
 
 # The fused npu_* operators: torch.ops.npu.<name>, bound here as torch_npu.<name>.
 from torch_npu import ops as _ops  # noqa: E402
@@ -57,7 +59,7 @@ globals().update(_ops.register_all())
 
 # Subpackages that load on first attribute access (PEP 562), so that
 # ``torch_npu.compiler`` or ``torch_npu.dynamo`` cost nothing until used.
-_LAZY_SUBMODULES = ("compiler", "dynamo", "npu")
+_LAZY_SUBMODULES = ("compiler", "distributed", "dynamo", "npu")
 
 
 def __getattr__(name: str):

@@ -61,6 +61,7 @@ from torch._inductor.decomposition import decompositions
 from torch_npu import _patches
 from torch_npu.compiler.backends import registry
 from torch_npu.compiler.device_interface import NpuInterface
+from torch_npu import _hccl_registration
 
 folded = ("get_device_properties", "get_device_name", "get_device_capability", "device_count")
 checks = {
@@ -74,6 +75,9 @@ checks = {
     _patches.REGISTRATIONS[6]: common.get_scheduling_for_device("npu") is not None,
     _patches.REGISTRATIONS[7]: "npu" in common.device_op_overrides_dict,
     _patches.REGISTRATIONS[8]: torch.ops.npu.npu_rms_norm.default in decompositions,
+    _patches.REGISTRATIONS[9]: torch.distributed.Backend._plugins["HCCL"].creator_fn
+        is _hccl_registration._create_hccl_backend
+        and torch.distributed.Backend.default_device_backend_map["npu"] == "hccl",
 }
 print(json.dumps(diff))
 print(json.dumps({"applied": list(_patches.applied()), "inventory": list(_patches.PATCHES),

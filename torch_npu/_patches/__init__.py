@@ -28,6 +28,7 @@ REGISTRATIONS: tuple[str, ...] = (
     "torch._inductor.codegen.common.register_device_op_overrides: npu",
     "torch._inductor.decomposition.register_decomposition: the pointwise and normalisation "
     "npu::npu_* operators of torch_npu.ops (their ATen formulas)",
+    "torch.distributed.Backend.register_backend(extended_api=True, devices=['npu']): hccl",
 )
 
 _applied: list[str] = []

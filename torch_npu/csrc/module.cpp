@@ -13,6 +13,9 @@ namespace torch_npu {
 void register_hooks();
 void register_memory_history_bindings(py::module_& m);
 void register_device_redirect(py::module& m);  // device_redirect.cpp (transfer_to_npu)
+namespace hccl {
+void add_bindings(py::module_& m);  // hccl_bindings.cpp
+}
 }
 
 namespace {
@@ -146,6 +149,7 @@ PYBIND11_MODULE(_C, m) {
   register_hooks();
   install_allocators();
   register_device_redirect(m);
+  hccl::add_bindings(m);
 
   m.def("_init", &lazy_init);
   m.def("_is_initialized", &is_initialized);

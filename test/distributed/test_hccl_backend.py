@@ -1,0 +1,55 @@
+"""The hccl backend on 2 processes under torchrun: every collective on npu tensors equals the
+same call on cpu tensors over gloo, and ``import torch_npu`` only names the backend."""
+from __future__ import annotations
+
+import json
+
+from fresh_interpreter import run_python
+from launcher import torchrun
+
+
+def _check(launch, nranks=2):
+    assert launch.returncode == 0, launch.explain()
+    for rank in range(nranks):
+        result = launch.result(rank)
+        assert result["failures"] == [], result["failures"]
+    return [launch.result(r) for r in range(nranks)]
+
+
+def test_init_all_reduce_and_broadcast_on_npu():
+    results = _check(torchrun("collectives.py", "basic", timeout=180))
+    for r in results:
+        assert r["backend"] == "hccl" and r["npu_backend"] == "ProcessGroupHCCL"
+        assert "all_reduce SUM torch.bfloat16" in r["checked"] and "broadcast src=1" in r["checked"]
+
+
+def test_every_collective_equals_gloo_on_cpu():
+    results = _check(torchrun("collectives.py", "all", timeout=300))
+    expected = {"all_to_all_single uneven splits", "batch_isend_irecv", "funcol.reduce_scatter_tensor",
+                "all_reduce AVG", "reduce_scatter_tensor PREMUL_SUM", "monitored_barrier",
+                "all_reduce on a side stream", "async all_reduce + future", "scatter_object_list"}
+    for r in results:
+        assert expected <= set(r["checked"]), expected - set(r["checked"])
+
+
+def test_import_torch_npu_registers_hccl_without_loading_the_backend():
+    out = run_python(
+        """
+        import json, sys, torch, torch.distributed as dist
+        import torch_npu
+        report = {
+            "loaded": sorted(m for m in sys.modules if m.startswith("torch_npu.distributed")),
+            "bindings": hasattr(torch_npu._C, "_hccl"),
+            "npu_default": dist.Backend.default_device_backend_map.get("npu"),
+            "capability": dist.Backend.backend_capability.get("hccl"),
+            "listed": "hccl" in dist.Backend.backend_list,
+        }
+        import torch_npu.distributed as nd
+        report["available"] = nd.is_hccl_available()
+        report["tensor_loaded"] = "torch_npu.distributed.tensor" in sys.modules
+        print(json.dumps(report))
+        """
+    )
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report == {"loaded": [], "bindings": False, "npu_default": "hccl", "capability": ["npu"],
+                      "listed": True, "available": True, "tensor_loaded": False}

@@ -1,0 +1,876 @@
+// ProcessGroupHCCL: c10d collectives on npu tensors over PyTorch's Gloo transport.
+#include "process_group_hccl.h"
+
+#include "npu_runtime.h"
+
+#include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include <fstream>
+#include <iostream>
+
+namespace torch_npu::hccl {
+
+namespace {
+
+[[noreturn]] void throw_dist_error(const std::string& msg) {
+  throw c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, msg);
+}
+
+std::exception_ptr dist_error(const std::string& msg) {
+  return std::make_exception_ptr(c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, msg));
+}
+
+std::string what_of(const std::exception& e) {
+  if (auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
+  return e.what();
+}
+
+void check_npu(const at::Tensor& t, Op op, const char* role) {
+  TORCH_CHECK(t.defined(), "hccl ", op_name(op), ": an undefined ", role, " tensor was passed");
+  TORCH_CHECK(t.device().type() == kNpu, "hccl ", op_name(op), ": expected npu tensors, but the ", role,
+              " tensor is on ", t.device(), ". Move it to npu with .to('npu'), or create the group with a "
+              "backend for that device as well, e.g. init_process_group('cpu:gloo,npu:hccl')");
+  TORCH_CHECK(t.layout() == at::kStrided, "hccl ", op_name(op), ": only dense (strided) npu tensors are supported, "
+              "got layout ", t.layout());
+  TORCH_CHECK(t.is_contiguous(t.suggest_memory_format()), "hccl ", op_name(op), ": the ", role,
+              " tensor must be contiguous (non-overlapping and dense); call .contiguous() first");
+}
+
+void check_all(const std::vector<at::Tensor>& ts, Op op, const char* role) {
+  for (const auto& t : ts) check_npu(t, op, role);
+}
+
+// A CPU tensor over the same bytes as the npu tensor `t` that keeps the npu storage alive
+// for as long as the transport holds it (no copy).
+at::Tensor host_view(const at::Tensor& t) {
+  if (t.device().type() != kNpu) return t;
+  c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
+  void* data = impl->mutable_data_ptr().get();
+  auto* keep = new c10::Storage(t.storage());
+  c10::DataPtr dp(data, keep, [](void* ctx) { delete static_cast<c10::Storage*>(ctx); }, c10::Device(c10::kCPU));
+  c10::Storage host(c10::Storage::use_byte_size_t(), impl->nbytes(), std::move(dp), nullptr, /*resizable=*/false);
+  auto ti = c10::make_intrusive<c10::TensorImpl>(std::move(host), c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                                 t.dtype());
+  ti->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return at::Tensor(std::move(ti));
+}
+
+std::vector<at::Tensor> host_views(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> out;
+  out.reserve(ts.size());
+  for (const auto& t : ts) out.push_back(host_view(t));
+  return out;
+}
+
+std::vector<std::vector<at::Tensor>> host_views(const std::vector<std::vector<at::Tensor>>& ls) {
+  std::vector<std::vector<at::Tensor>> out;
+  out.reserve(ls.size());
+  for (const auto& l : ls) out.push_back(host_views(l));
+  return out;
+}
+
+std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& ls) {
+  std::vector<at::Tensor> out;
+  for (const auto& l : ls) out.insert(out.end(), l.begin(), l.end());
+  return out;
+}
+
+// What Gloo runs for a ReduceOp, and what this backend adds before and after: Gloo has
+// neither AVG nor PREMUL_SUM, which FSDP and DDP use on accelerators.
+struct Reduction {
+  c10d::ReduceOp transport = c10d::ReduceOp::SUM;
+  bool average = false;
+  bool premul = false;
+  double factor = 1.0;
+  at::Tensor factor_tensor;
+
+  bool needs_staging() const { return premul; }
+  void scale(at::Tensor& host) const {
+    if (factor_tensor.defined()) host.mul_(factor_tensor);
+    else host.mul_(factor);
+  }
+  void finish(at::Tensor& host, int size) const {
+    if (!average) return;
+    if (at::isFloatingType(host.scalar_type()) || at::isComplexType(host.scalar_type())) host.div_(size);
+    else host.div_(size, "trunc");
+  }
+};
+
+Reduction plan_reduction(const c10d::ReduceOp& op, Op what) {
+  Reduction r;
+  if (op.op_ == c10d::ReduceOp::AVG) {
+    r.average = true;
+  } else if (op.op_ == c10d::ReduceOp::PREMUL_SUM) {
+    r.premul = true;
+    auto* sup = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+    TORCH_CHECK(sup != nullptr, "hccl ", op_name(what), ": PREMUL_SUM needs a factor; create the op with "
+                "torch.distributed._make_nccl_premul_sum(factor)");
+    if (sup->tensor_factor.defined()) r.factor_tensor = host_view(sup->tensor_factor);
+    else r.factor = sup->double_factor;
+  } else {
+    r.transport = op;
+  }
+  return r;
+}
+
+std::chrono::milliseconds resolve_timeout(std::chrono::milliseconds requested, const GroupState& s) {
+  return requested == c10d::kUnsetTimeout || requested.count() <= 0 ? s.timeout : requested;
+}
+
+std::vector<c10::Device> devices_of(const std::vector<at::Tensor>& ts) {
+  std::vector<c10::Device> out;
+  for (const auto& t : ts) {
+    if (!t.defined() || t.device().type() != kNpu) continue;
+    if (std::find(out.begin(), out.end(), t.device()) == out.end()) out.push_back(t.device());
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---- group state ----------------------------------------------------------------------
+
+void GroupState::mark_broken(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (broken.load()) return;
+    broken_reason = reason;
+    broken.store(true);
+  }
+  std::string first_line = reason.substr(0, reason.find('\n'));
+  board->fail(first_line);
+  if (const char* prefix = std::getenv("TORCH_HCCL_DEBUG_INFO_TEMP_FILE")) {
+    if (*prefix != '\0') {
+      std::ofstream f(std::string(prefix) + std::to_string(rank), std::ios::app);
+      f << reason << "\n";
+    }
+  }
+}
+
+std::string GroupState::describe_group() const { return c10::str("group '", board->group(), "'"); }
+
+// ---- work -----------------------------------------------------------------------------
+
+WorkHCCL::WorkHCCL(int rank, c10d::OpType type, uint64_t seq, Signature sig, std::vector<at::Tensor> outputs,
+                   std::shared_ptr<GroupState> state, bool point_to_point)
+    : c10d::Work(rank, type),
+      seq_(seq),
+      sig_(sig),
+      outputs_(std::move(outputs)),
+      state_(std::move(state)),
+      point_to_point_(point_to_point) {
+  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                     devices_of(outputs_));
+}
+
+bool WorkHCCL::isCompleted() {
+  if (wait_driven_ && !future_->completed() && inner_ && inner_->isCompleted()) wait_for_transport(kNoTimeout);
+  return future_->completed();
+}
+
+bool WorkHCCL::isSuccess() const { return future_->completed() && !future_->hasError(); }
+
+std::exception_ptr WorkHCCL::exception() const { return future_->completed() ? future_->exception_ptr() : nullptr; }
+
+int WorkHCCL::sourceRank() const {
+  TORCH_CHECK(inner_, "sourceRank() is only available for a receive from any source");
+  return inner_->sourceRank();
+}
+
+std::vector<at::Tensor> WorkHCCL::result() { return outputs_; }
+
+void WorkHCCL::synchronize() { wait(); }
+
+void WorkHCCL::blockCurrentStream() { wait(); }
+
+void WorkHCCL::abort() {
+  if (inner_) inner_->abort();
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> WorkHCCL::getFuture() { return future_; }
+
+uint64_t WorkHCCL::getSequencenumber() const { return seq_; }
+
+void WorkHCCL::complete() {
+  {
+    std::lock_guard<std::mutex> lk(done_mu_);
+    if (done_) return;
+    done_ = true;
+  }
+  if (!point_to_point_) state_->board->set_state(seq_, EntryState::kCompleted);
+  future_->markCompleted(c10::IValue(outputs_));
+  done_cv_.notify_all();
+}
+
+void WorkHCCL::fail(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lk(done_mu_);
+    if (done_) return;
+    done_ = true;
+  }
+  if (!point_to_point_) state_->board->set_state(seq_, EntryState::kFailed);
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    state_->mark_broken(what_of(e));
+  } catch (...) {
+    state_->mark_broken("unknown error");
+  }
+  future_->setError(error);
+  done_cv_.notify_all();
+}
+
+std::exception_ptr WorkHCCL::diagnose(const std::string& transport_error) const {
+  const Board& board = *state_->board;
+  std::string gone;
+  if (point_to_point_) {
+    gone = board.first_gone_peer({sig_.peer});
+  } else {
+    gone = board.first_gone_peer(board.unfinished_peers(seq_));
+  }
+  std::string what = point_to_point_ ? c10::str("hccl ", describe(sig_), " on group '", board.group(), "'")
+                                     : c10::str("hccl ", describe(sig_), " (#", seq_, " on group '", board.group(), "')");
+  std::string head = c10::str(what, " failed on rank ", state_->rank);
+  if (!gone.empty()) head += c10::str(": ", gone, " while the collective was in flight");
+  bool timed_out = transport_error.find("imed out") != std::string::npos;
+  std::string msg = board.report(head, point_to_point_ ? 0 : seq_);
+  msg += c10::str("\nTransport error: ", transport_error);
+  if (timed_out) {
+    msg += c10::str("\nThe timeout (", state_->timeout.count() / 1000.0,
+                    " s) comes from init_process_group(timeout=...) or, when that is not given, HCCL_EXEC_TIMEOUT");
+  }
+  msg += "\nThe group is no longer usable: call torch.distributed.destroy_process_group() and init_process_group() "
+         "again.";
+  return dist_error(msg);
+}
+
+bool WorkHCCL::wait_for_transport(std::chrono::milliseconds timeout) {
+  {
+    std::lock_guard<std::mutex> lk(done_mu_);
+    if (done_) return true;
+  }
+  try {
+    inner_->wait(timeout == kNoTimeout ? state_->timeout : timeout);
+    if (finish_) finish_();
+    complete();
+  } catch (const std::exception& e) {
+    fail(diagnose(what_of(e)));
+  }
+  return true;
+}
+
+bool WorkHCCL::wait(std::chrono::milliseconds timeout) {
+  if (wait_driven_) {
+    wait_for_transport(timeout);
+    if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
+    return true;
+  }
+  const int64_t start = now_ns();
+  bool dumped = false;
+  std::unique_lock<std::mutex> lk(done_mu_);
+  while (!done_) {
+    done_cv_.wait_for(lk, std::chrono::milliseconds(100));
+    if (done_) break;
+    lk.unlock();
+    const Board& board = *state_->board;
+    const int64_t elapsed = now_ns() - start;
+    std::string gone = board.first_gone_peer(board.unfinished_peers(seq_));
+    if (!gone.empty()) {
+      fail(diagnose("none yet (the peer was found gone while this rank waited)"));
+      lk.lock();
+      break;
+    }
+    if (timeout != kNoTimeout && elapsed > static_cast<int64_t>(timeout.count()) * 1'000'000) {
+      throw_dist_error(c10::str("hccl ", describe(sig_), " (#", seq_, " on group '", board.group(),
+                                "'): wait(timeout=", timeout.count(), " ms) expired before the collective completed; "
+                                "it is still in flight"));
+    }
+    if (state_->dump_after_s > 0 && !dumped && elapsed > static_cast<int64_t>(state_->dump_after_s * 1e9)) {
+      dumped = true;
+      std::cerr << board.report(c10::str("hccl: rank ", state_->rank, " has waited ", elapsed / 1e9, " s for ",
+                                         describe(sig_), " (#", seq_, " on group '", board.group(), "')"),
+                                seq_)
+                << std::endl;
+    }
+    lk.lock();
+  }
+  lk.unlock();
+  if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
+  return true;
+}
+
+// ---- process group ----------------------------------------------------------------------
+
+ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Backend> transport, std::shared_ptr<Board> board, int rank,
+                                   int size, c10::intrusive_ptr<Options> options, double dump_after_s)
+    : c10d::Backend(rank, size), transport_(std::move(transport)), options_(std::move(options)) {
+  TORCH_CHECK(transport_, "hccl: a transport backend is required");
+  TORCH_CHECK(board && board->world() == size && board->rank() == rank, "hccl: the collective board does not match "
+              "rank ", rank, " of ", size);
+  state_ = std::make_shared<GroupState>();
+  state_->rank = rank;
+  state_->size = size;
+  state_->board = std::move(board);
+  state_->timeout = options_->timeout;
+  state_->dump_after_s = dump_after_s;
+  if (!options_->group_name.empty()) state_->board->set_group(options_->group_name, options_->global_ranks_in_group);
+}
+
+ProcessGroupHCCL::~ProcessGroupHCCL() { state_->board->leave(); }
+
+c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupHCCL::getBackendOptions() {
+  return c10::static_intrusive_pointer_cast<c10d::Backend::Options>(options_);
+}
+
+void ProcessGroupHCCL::setGroupUid(const std::string& pg_uid) {
+  c10d::Backend::setGroupUid(pg_uid);
+  transport_->setGroupUid(pg_uid);
+  options_->group_name = pg_uid;
+  state_->board->set_group(pg_uid, options_->global_ranks_in_group);
+}
+
+void ProcessGroupHCCL::setTimeout(std::chrono::milliseconds timeout) {
+  options_->timeout = timeout;
+  state_->timeout = timeout;
+}
+
+uint64_t ProcessGroupHCCL::getSequenceNumberForGroup() { return state_->board->last_posted(); }
+
+void ProcessGroupHCCL::abort() {
+  state_->board->leave();
+  transport_->abort();
+}
+
+void ProcessGroupHCCL::shutdown() {
+  state_->board->leave();
+  transport_->shutdown();
+}
+
+void ProcessGroupHCCL::check_usable(Op op) const {
+  if (state_->broken.load()) {
+    std::string first_line;
+    {
+      std::lock_guard<std::mutex> lk(state_->mu);
+      first_line = state_->broken_reason.substr(0, state_->broken_reason.find('\n'));
+    }
+    throw_dist_error(c10::str("hccl ", op_name(op), " on group '", state_->board->group(),
+                              "': the group is no longer usable after an earlier failure (", first_line,
+                              "). Call torch.distributed.destroy_process_group() and init_process_group() again"));
+  }
+  check_not_capturing(c10::str("an hccl ", op_name(op), " (collectives are not captured into npu graphs)").c_str());
+}
+
+std::string ProcessGroupHCCL::remote_check(uint64_t seq, const Signature& sig, std::chrono::milliseconds timeout) {
+  const int64_t n = static_cast<int64_t>(sizeof(Signature));
+  at::Tensor mine = at::empty({n}, at::TensorOptions().dtype(at::kByte));
+  std::memcpy(mine.data_ptr(), &sig, sizeof(Signature));
+  at::Tensor all = at::empty({n * size_}, at::TensorOptions().dtype(at::kByte));
+  c10d::AllgatherOptions o;
+  o.timeout = timeout;
+  transport_->_allgather_base(all, mine, o)->wait();
+  const auto* sigs = reinterpret_cast<const Signature*>(all.data_ptr());
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    std::string why = incompatibility(sig, rank_, sigs[r], r);
+    if (!why.empty()) {
+      return c10::str("hccl ", op_name(static_cast<Op>(sig.op)), " (#", seq, " on group '", state_->board->group(),
+                      "'): ", why, ". Nothing was transferred; the group stays usable.");
+    }
+  }
+  return "";
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(Op op, const Signature& sig,
+                                                            std::vector<at::Tensor> outputs,
+                                                            std::chrono::milliseconds requested_timeout,
+                                                            c10d::OpType type, const Start& start, Finish finish) {
+  check_usable(op);
+  const auto timeout = resolve_timeout(requested_timeout, *state_);
+  Board& board = *state_->board;
+  std::unique_lock<std::mutex> issue(issue_mu_);
+  const uint64_t seq = board.post(sig);
+  std::string mismatch;
+  try {
+    if (board.shared()) {
+      mismatch = board.await_peers(seq, timeout, state_->dump_after_s);
+    } else if (size_ > 1) {
+      mismatch = remote_check(seq, sig, timeout);
+    }
+  } catch (const std::exception& e) {
+    board.set_state(seq, EntryState::kFailed);
+    std::string msg = what_of(e);
+    state_->mark_broken(msg);
+    throw_dist_error(msg);
+  }
+  if (!mismatch.empty()) {
+    board.set_state(seq, EntryState::kFailed);
+    throw_dist_error(mismatch);
+  }
+  board.set_state(seq, EntryState::kRunning);
+  auto work = c10::make_intrusive<WorkHCCL>(rank_, type, seq, sig, std::move(outputs), state_, false);
+  if (!start) {  // nothing to transfer (a barrier on a shared board: the arrival was the barrier)
+    work->complete();
+    return work;
+  }
+  c10::intrusive_ptr<c10d::Work> inner;
+  try {
+    inner = start(timeout);
+  } catch (const std::exception& e) {
+    auto err = dist_error(c10::str("hccl ", describe(sig), " (#", seq, " on group '", board.group(),
+                                   "') could not start on rank ", rank_, ": ", what_of(e)));
+    work->fail(err);
+    std::rethrow_exception(err);
+  }
+  work->set_transport_work(inner);
+  issue.unlock();
+  c10::intrusive_ptr<c10::ivalue::Future> transport_future;
+  try {
+    transport_future = inner->getFuture();
+  } catch (const std::exception&) {
+    // Some Gloo works (e.g. reduce_scatter_tensor) have no future: complete on wait().
+  }
+  if (!transport_future) {
+    work->complete_on_wait(std::move(finish));
+    return work;
+  }
+  transport_future->addCallback([work, finish = std::move(finish)](c10::ivalue::Future& f) {
+    if (f.hasError()) {
+      work->fail(work->diagnose(f.tryRetrieveErrorMessage()));
+      return;
+    }
+    try {
+      if (finish) finish();
+      work->complete();
+    } catch (const std::exception& e) {
+      work->fail(dist_error(c10::str("hccl: finishing the collective failed: ", what_of(e))));
+    }
+  });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::point_to_point(Op op, const Signature& sig,
+                                                                std::vector<at::Tensor> tensors, c10d::OpType type,
+                                                                const Start& start) {
+  check_usable(op);
+  auto work = c10::make_intrusive<WorkHCCL>(rank_, type, 0, sig, std::move(tensors), state_, true);
+  work->complete_on_wait(nullptr);
+  try {
+    work->set_transport_work(start(state_->timeout));
+  } catch (const std::exception& e) {
+    auto err = dist_error(c10::str("hccl ", describe(sig), " could not start on rank ", rank_, ": ", what_of(e)));
+    work->fail(err);
+    std::rethrow_exception(err);
+  }
+  return work;
+}
+
+// ---- the collectives ---------------------------------------------------------------------
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tensor>& tensors,
+                                                           const c10d::BroadcastOptions& opts) {
+  check_all(tensors, Op::kBroadcast, "broadcast");
+  Signature sig = make_signature(Op::kBroadcast, tensors, {});
+  sig.root = static_cast<int32_t>(opts.rootRank);
+  auto views = host_views(tensors);
+  return collective(Op::kBroadcast, sig, tensors, opts.timeout, c10d::OpType::BROADCAST,
+                    [this, views, opts](std::chrono::milliseconds t) mutable {
+                      auto o = opts;
+                      o.timeout = t;
+                      return transport_->broadcast(views, o);
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tensor>& tensors,
+                                                           const c10d::AllreduceOptions& opts) {
+  check_all(tensors, Op::kAllReduce, "input");
+  TORCH_CHECK(!opts.sparseIndices.has_value(), "hccl all_reduce: sparse tensors are not supported");
+  Signature sig = make_signature(Op::kAllReduce, tensors, {});
+  sig.reduce_op = static_cast<uint8_t>(opts.reduceOp.op_);
+  Reduction red = plan_reduction(opts.reduceOp, Op::kAllReduce);
+  auto views = host_views(tensors);
+  const int size = size_;
+  return collective(
+      Op::kAllReduce, sig, tensors, opts.timeout, c10d::OpType::ALLREDUCE,
+      [this, views, opts, red](std::chrono::milliseconds t) mutable {
+        if (red.premul) {
+          for (auto& v : views) red.scale(v);
+        }
+        auto o = opts;
+        o.reduceOp = red.transport;
+        o.timeout = t;
+        return transport_->allreduce(views, o);
+      },
+      red.average ? Finish([views, red, size]() mutable {
+        for (auto& v : views) red.finish(v, size);
+      })
+                  : nullptr);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                                     const c10d::AllreduceCoalescedOptions& opts) {
+  check_all(tensors, Op::kAllReduceCoalesced, "input");
+  Signature sig = make_signature(Op::kAllReduceCoalesced, tensors, {});
+  sig.reduce_op = static_cast<uint8_t>(opts.reduceOp.op_);
+  Reduction red = plan_reduction(opts.reduceOp, Op::kAllReduceCoalesced);
+  auto views = host_views(tensors);
+  const int size = size_;
+  return collective(
+      Op::kAllReduceCoalesced, sig, tensors, opts.timeout, c10d::OpType::ALLREDUCE_COALESCED,
+      [this, views, opts, red](std::chrono::milliseconds t) mutable {
+        if (red.premul) {
+          for (auto& v : views) red.scale(v);
+        }
+        c10d::AllreduceCoalescedOptions o = opts;
+        o.reduceOp = red.transport;
+        o.timeout = t;
+        return transport_->allreduce_coalesced(views, o);
+      },
+      red.average ? Finish([views, red, size]() mutable {
+        for (auto& v : views) red.finish(v, size);
+      })
+                  : nullptr);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce(std::vector<at::Tensor>& tensors,
+                                                        const c10d::ReduceOptions& opts) {
+  check_all(tensors, Op::kReduce, "input");
+  Signature sig = make_signature(Op::kReduce, tensors, {});
+  sig.reduce_op = static_cast<uint8_t>(opts.reduceOp.op_);
+  sig.root = static_cast<int32_t>(opts.rootRank);
+  Reduction red = plan_reduction(opts.reduceOp, Op::kReduce);
+  auto views = host_views(tensors);
+  // PREMUL_SUM scales a copy, so that no rank's input changes except the root's result.
+  std::vector<at::Tensor> staged = views;
+  if (red.premul) {
+    for (auto& s : staged) s = s.clone();
+  }
+  const bool is_root = opts.rootRank == rank_;
+  const int size = size_;
+  return collective(
+      Op::kReduce, sig, tensors, opts.timeout, c10d::OpType::REDUCE,
+      [this, staged, opts, red](std::chrono::milliseconds t) mutable {
+        if (red.premul) {
+          for (auto& s : staged) red.scale(s);
+        }
+        auto o = opts;
+        o.reduceOp = red.transport;
+        o.timeout = t;
+        return transport_->reduce(staged, o);
+      },
+      (red.average || red.premul) && is_root ? Finish([views, staged, red, size]() mutable {
+        for (size_t i = 0; i < views.size(); ++i) {
+          if (red.premul) views[i].copy_(staged[i]);
+          red.finish(views[i], size);
+        }
+      })
+                                             : nullptr);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                           std::vector<at::Tensor>& inputs,
+                                                           const c10d::AllgatherOptions& opts) {
+  check_all(inputs, Op::kAllGather, "input");
+  for (const auto& l : outputs) check_all(l, Op::kAllGather, "output");
+  auto flat_out = flatten(outputs);
+  Signature sig = make_signature(Op::kAllGather, inputs, flat_out);
+  auto in_views = host_views(inputs);
+  auto out_views = host_views(outputs);
+  return collective(Op::kAllGather, sig, flat_out, opts.timeout, c10d::OpType::ALLGATHER,
+                    [this, in_views, out_views, opts](std::chrono::milliseconds t) mutable {
+                      auto o = opts;
+                      o.timeout = t;
+                      return transport_->allgather(out_views, in_views, o);
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                                 const c10d::AllgatherOptions& opts) {
+  check_npu(input, Op::kAllGatherIntoTensor, "input");
+  check_npu(output, Op::kAllGatherIntoTensor, "output");
+  TORCH_CHECK(output.numel() == input.numel() * size_, "hccl all_gather_into_tensor: the output must have world "
+              "size (", size_, ") times the elements of the input (", input.numel(), "), got ", output.numel());
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "hccl all_gather_into_tensor: output dtype ",
+              output.scalar_type(), " differs from input dtype ", input.scalar_type());
+  Signature sig = make_signature(Op::kAllGatherIntoTensor, {input}, {output});
+  at::Tensor in_view = host_view(input);
+  at::Tensor out_view = host_view(output);
+  return collective(Op::kAllGatherIntoTensor, sig, {output}, opts.timeout, c10d::OpType::_ALLGATHER_BASE,
+                    [this, in_view, out_view, opts](std::chrono::milliseconds t) mutable {
+                      auto o = opts;
+                      o.timeout = t;
+                      return transport_->_allgather_base(out_view, in_view, o);
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_lists,
+                                                                     std::vector<at::Tensor>& inputs,
+                                                                     const c10d::AllgatherOptions& opts) {
+  check_all(inputs, Op::kAllGatherCoalesced, "input");
+  for (const auto& l : output_lists) check_all(l, Op::kAllGatherCoalesced, "output");
+  auto flat_out = flatten(output_lists);
+  Signature sig = make_signature(Op::kAllGatherCoalesced, inputs, flat_out);
+  auto in_views = host_views(inputs);
+  auto out_views = host_views(output_lists);
+  return collective(Op::kAllGatherCoalesced, sig, flat_out, opts.timeout, c10d::OpType::ALLGATHER_COALESCED,
+                    [this, in_views, out_views, opts](std::chrono::milliseconds t) mutable {
+                      auto o = opts;
+                      o.timeout = t;
+                      return transport_->allgather_coalesced(out_views, in_views, o);
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                                 std::vector<at::Tensor>& inputs,
+                                                                                 const c10d::AllgatherOptions& opts) {
+  check_all(inputs, Op::kAllGatherIntoTensorCoalesced, "input");
+  check_all(outputs, Op::kAllGatherIntoTensorCoalesced, "output");
+  Signature sig = make_signature(Op::kAllGatherIntoTensorCoalesced, inputs, outputs);
+  auto in_views = host_views(inputs);
+  auto out_views = host_views(outputs);
+  return collective(Op::kAllGatherIntoTensorCoalesced, sig, outputs, opts.timeout, c10d::OpType::COALESCED,
+                    [this, in_views, out_views, opts](std::chrono::milliseconds t) mutable {
+                      auto o = opts;
+                      o.timeout = t;
+                      return transport_->allgather_into_tensor_coalesced(out_views, in_views, o);
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                        std::vector<at::Tensor>& inputs,
+                                                        const c10d::GatherOptions& opts) {
+  check_all(inputs, Op::kGather, "input");
+  for (const auto& l : outputs) check_all(l, Op::kGather, "output");
+  auto flat_out = flatten(outputs);
+  Signature sig = make_signature(Op::kGather, inputs, flat_out);
+  sig.root = static_cast<int32_t>(opts.rootRank);
+  auto in_views = host_views(inputs);
+  auto out_views = host_views(outputs);
+  return collective(Op::kGather, sig, flat_out, opts.timeout, c10d::OpType::GATHER,
+                    [this, in_views, out_views, opts](std::chrono::milliseconds t) mutable {
+                      auto o = opts;
+                      o.timeout = t;
+                      return transport_->gather(out_views, in_views, o);
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::scatter(std::vector<at::Tensor>& outputs,
+                                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                                         const c10d::ScatterOptions& opts) {
+  check_all(outputs, Op::kScatter, "output");
+  for (const auto& l : inputs) check_all(l, Op::kScatter, "input");
+  Signature sig = make_signature(Op::kScatter, flatten(inputs), outputs);
+  sig.root = static_cast<int32_t>(opts.rootRank);
+  auto in_views = host_views(inputs);
+  auto out_views = host_views(outputs);
+  return collective(Op::kScatter, sig, outputs, opts.timeout, c10d::OpType::SCATTER,
+                    [this, in_views, out_views, opts](std::chrono::milliseconds t) mutable {
+                      auto o = opts;
+                      o.timeout = t;
+                      return transport_->scatter(out_views, in_views, o);
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                                const c10d::ReduceScatterOptions& opts) {
+  check_all(outputs, Op::kReduceScatter, "output");
+  for (const auto& l : inputs) check_all(l, Op::kReduceScatter, "input");
+  Signature sig = make_signature(Op::kReduceScatter, flatten(inputs), outputs);
+  sig.reduce_op = static_cast<uint8_t>(opts.reduceOp.op_);
+  Reduction red = plan_reduction(opts.reduceOp, Op::kReduceScatter);
+  auto in_views = host_views(inputs);
+  if (red.premul) {
+    for (auto& l : in_views) {
+      for (auto& v : l) v = v.clone();
+    }
+  }
+  auto out_views = host_views(outputs);
+  const int size = size_;
+  return collective(
+      Op::kReduceScatter, sig, outputs, opts.timeout, c10d::OpType::REDUCE_SCATTER,
+      [this, in_views, out_views, opts, red](std::chrono::milliseconds t) mutable {
+        if (red.premul) {
+          for (auto& l : in_views) {
+            for (auto& v : l) red.scale(v);
+          }
+        }
+        auto o = opts;
+        o.reduceOp = red.transport;
+        o.timeout = t;
+        return transport_->reduce_scatter(out_views, in_views, o);
+      },
+      red.average ? Finish([out_views, red, size]() mutable {
+        for (auto& v : out_views) red.finish(v, size);
+      })
+                  : nullptr);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                      const c10d::ReduceScatterOptions& opts) {
+  check_npu(input, Op::kReduceScatterTensor, "input");
+  check_npu(output, Op::kReduceScatterTensor, "output");
+  TORCH_CHECK(input.numel() == output.numel() * size_, "hccl reduce_scatter_tensor: the input must have world size (",
+              size_, ") times the elements of the output (", output.numel(), "), got ", input.numel());
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "hccl reduce_scatter_tensor: output dtype ",
+              output.scalar_type(), " differs from input dtype ", input.scalar_type());
+  Signature sig = make_signature(Op::kReduceScatterTensor, {input}, {output});
+  sig.reduce_op = static_cast<uint8_t>(opts.reduceOp.op_);
+  Reduction red = plan_reduction(opts.reduceOp, Op::kReduceScatterTensor);
+  at::Tensor in_view = host_view(input);
+  if (red.premul) in_view = in_view.clone();
+  at::Tensor out_view = host_view(output);
+  const int size = size_;
+  return collective(
+      Op::kReduceScatterTensor, sig, {output}, opts.timeout, c10d::OpType::_REDUCE_SCATTER_BASE,
+      [this, in_view, out_view, opts, red](std::chrono::milliseconds t) mutable {
+        if (red.premul) red.scale(in_view);
+        auto o = opts;
+        o.reduceOp = red.transport;
+        o.timeout = t;
+        return transport_->_reduce_scatter_base(out_view, in_view, o);
+      },
+      red.average ? Finish([out_view, red, size]() mutable { red.finish(out_view, size); }) : nullptr);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
+  check_all(outputs, Op::kReduceScatterTensorCoalesced, "output");
+  check_all(inputs, Op::kReduceScatterTensorCoalesced, "input");
+  Signature sig = make_signature(Op::kReduceScatterTensorCoalesced, inputs, outputs);
+  sig.reduce_op = static_cast<uint8_t>(opts.reduceOp.op_);
+  Reduction red = plan_reduction(opts.reduceOp, Op::kReduceScatterTensorCoalesced);
+  auto in_views = host_views(inputs);
+  if (red.premul) {
+    for (auto& v : in_views) v = v.clone();
+  }
+  auto out_views = host_views(outputs);
+  const int size = size_;
+  return collective(
+      Op::kReduceScatterTensorCoalesced, sig, outputs, opts.timeout, c10d::OpType::COALESCED,
+      [this, in_views, out_views, opts, red](std::chrono::milliseconds t) mutable {
+        if (red.premul) {
+          for (auto& v : in_views) red.scale(v);
+        }
+        auto o = opts;
+        o.reduceOp = red.transport;
+        o.timeout = t;
+        return transport_->reduce_scatter_tensor_coalesced(out_views, in_views, o);
+      },
+      red.average ? Finish([out_views, red, size]() mutable {
+        for (auto& v : out_views) red.finish(v, size);
+      })
+                  : nullptr);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                               std::vector<int64_t>& output_split_sizes,
+                                                               std::vector<int64_t>& input_split_sizes,
+                                                               const c10d::AllToAllOptions& opts) {
+  check_npu(input, Op::kAllToAllSingle, "input");
+  check_npu(output, Op::kAllToAllSingle, "output");
+  Signature sig = make_signature(Op::kAllToAllSingle, {input}, {output});
+  if (size_ <= kMaxSplitRanks) {
+    auto fill = [&](const at::Tensor& t, const std::vector<int64_t>& splits, int64_t* dst) {
+      const int64_t rows = t.dim() > 0 ? t.size(0) : 1;
+      const int64_t row_numel = rows > 0 ? t.numel() / rows : 0;
+      for (int r = 0; r < size_; ++r) {
+        dst[r] = splits.empty() ? (size_ > 0 ? t.numel() / size_ : 0) : splits.at(r) * row_numel;
+      }
+    };
+    TORCH_CHECK(input_split_sizes.empty() || static_cast<int>(input_split_sizes.size()) == size_,
+                "hccl all_to_all_single: input_split_sizes needs one entry per rank (", size_, "), got ",
+                input_split_sizes.size());
+    TORCH_CHECK(output_split_sizes.empty() || static_cast<int>(output_split_sizes.size()) == size_,
+                "hccl all_to_all_single: output_split_sizes needs one entry per rank (", size_, "), got ",
+                output_split_sizes.size());
+    fill(input, input_split_sizes, sig.in_splits);
+    fill(output, output_split_sizes, sig.out_splits);
+    sig.nsplits = size_;
+  }
+  at::Tensor in_view = host_view(input);
+  at::Tensor out_view = host_view(output);
+  return collective(Op::kAllToAllSingle, sig, {output}, opts.timeout, c10d::OpType::ALLTOALL_BASE,
+                    [this, in_view, out_view, output_split_sizes, input_split_sizes,
+                     opts](std::chrono::milliseconds t) mutable {
+                      auto o = opts;
+                      o.timeout = t;
+                      return transport_->alltoall_base(out_view, in_view, output_split_sizes, input_split_sizes, o);
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::AllToAllOptions& opts) {
+  check_all(outputs, Op::kAllToAll, "output");
+  check_all(inputs, Op::kAllToAll, "input");
+  Signature sig = make_signature(Op::kAllToAll, inputs, outputs);
+  if (size_ <= kMaxSplitRanks && static_cast<int>(inputs.size()) == size_ &&
+      static_cast<int>(outputs.size()) == size_) {
+    for (int r = 0; r < size_; ++r) {
+      sig.in_splits[r] = inputs[r].numel();
+      sig.out_splits[r] = outputs[r].numel();
+    }
+    sig.nsplits = size_;
+  }
+  auto in_views = host_views(inputs);
+  auto out_views = host_views(outputs);
+  return collective(Op::kAllToAll, sig, outputs, opts.timeout, c10d::OpType::ALLTOALL,
+                    [this, in_views, out_views, opts](std::chrono::milliseconds t) mutable {
+                      auto o = opts;
+                      o.timeout = t;
+                      return transport_->alltoall(out_views, in_views, o);
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::barrier(const c10d::BarrierOptions& opts) {
+  Signature sig = make_signature(Op::kBarrier, {}, {});
+  if (state_->board->shared()) {
+    return collective(Op::kBarrier, sig, {}, opts.timeout, c10d::OpType::BARRIER, nullptr);
+  }
+  return collective(Op::kBarrier, sig, {}, opts.timeout, c10d::OpType::BARRIER,
+                    [this, opts](std::chrono::milliseconds t) {
+                      auto o = opts;
+                      o.timeout = t;
+                      o.device = std::nullopt;
+                      return transport_->barrier(o);
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
+  check_all(tensors, Op::kSend, "send");
+  Signature sig = make_signature(Op::kSend, tensors, {});
+  sig.peer = dst;
+  sig.tag = tag;
+  if (tag == 0) state_->board->post_send(dst, sig);
+  auto views = host_views(tensors);
+  return point_to_point(Op::kSend, sig, tensors, c10d::OpType::SEND,
+                        [this, views, dst, tag](std::chrono::milliseconds) mutable {
+                          return transport_->send(views, dst, tag);
+                        });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
+  check_all(tensors, Op::kRecv, "recv");
+  Signature sig = make_signature(Op::kRecv, {}, tensors);
+  sig.peer = src;
+  sig.tag = tag;
+  auto views = host_views(tensors);
+  return point_to_point(Op::kRecv, sig, tensors, c10d::OpType::RECV,
+                        [this, views, src, tag](std::chrono::milliseconds) mutable {
+                          return transport_->recv(views, src, tag);
+                        });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  check_all(tensors, Op::kRecv, "recv");
+  Signature sig = make_signature(Op::kRecv, {}, tensors);
+  sig.tag = tag;
+  auto views = host_views(tensors);
+  return point_to_point(Op::kRecv, sig, tensors, c10d::OpType::RECVANYSOURCE,
+                        [this, views, tag](std::chrono::milliseconds) mutable {
+                          return transport_->recvAnysource(views, tag);
+                        });
+}
+
+}  // namespace torch_npu::hccl
