@@ -159,35 +159,43 @@ def test_cuda_generator_is_an_npu_generator(python):
     }
 
 
-def test_init_process_group_nccl_selects_hccl(python):
-    # The hccl backend is built on its own branch; until it is part of torch_npu, this checks
-    # the mapping up to backend selection with a stand-in registered under the name "hccl".
+def test_init_process_group_nccl_trains_ddp_on_hccl(python):
+    # One process, as torchrun would start it with --nproc-per-node=1.
     out = python(
         """
-        import json, socket
-        import torch, torch.distributed as dist
-        import torch_npu.contrib.transfer_to_npu
-        stand_in = "hccl" not in dist.Backend.backend_list
-        created = []
-        if stand_in:
-            def create(store, rank, size, timeout):
-                created.append((rank, size))
-                return dist.ProcessGroupGloo(store, rank, size, timeout)
-            dist.Backend.register_backend("hccl", create, devices=["cpu", "npu"])
+        import json, os, socket
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
-        dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1,
-                                device_id=torch.device("cuda", 0) if not stand_in else None)
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+        import torch, torch.distributed as dist
+        import torch_npu.contrib.transfer_to_npu
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        local_rank = int(os.environ["LOCAL_RANK"])
+        torch.cuda.set_device(local_rank)
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
         backend = dist.get_backend()
-        t = torch.ones(2) if stand_in else torch.ones(2, device="cuda")
-        dist.all_reduce(t)
+        torch.manual_seed(0)
+        model = DDP(torch.nn.Linear(4, 2).cuda(), device_ids=[local_rank])
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x, y = torch.randn(8, 4).cuda(), torch.randn(8, 2).cuda()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward(); opt.step()
+        t = torch.ones(2, device="cuda"); dist.all_reduce(t)
         dist.destroy_process_group()
-        print(json.dumps({"backend": backend, "stand_in": stand_in, "created": created, "sum": t.tolist()}))
+        print(json.dumps({"backend": backend, "loss": loss.item(), "sum": t.tolist(),
+                          "weight": model.module.weight.detach().cpu().tolist()}))
         """,
-        timeout=120,
+        timeout=180,
     )
     result = last_json(out)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(8, 4), torch.randn(8, 2)
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
     assert result["backend"] == "hccl"
     assert result["sum"] == [1.0, 1.0]
-    if result["stand_in"]:
-        assert result["created"] == [[0, 1]]
+    assert result["loss"] == loss.item()
+    assert result["weight"] == model.weight.detach().tolist()
