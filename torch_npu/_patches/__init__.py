@@ -6,6 +6,11 @@ only way a patch is applied (always from the compile trigger's setup steps), and
 ``applied()`` reports what has been applied in this process so tests can compare it with
 the inventory. Registrations into torch's own extension tables are not patches; they are
 listed apart in ``REGISTRATIONS`` for the same tests.
+
+Opt-in patch groups (``GROUPS``; today ``transfer_to_npu``) are subpackages applied only by
+their own entry module, never by the trigger, and counted apart: ``apply_group(group)``,
+``applied_group(group)``; each group lists its patch modules and the torch attributes they
+replace (``sites()``).
 """
 from __future__ import annotations
 
