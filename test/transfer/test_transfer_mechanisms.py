@@ -114,7 +114,7 @@ def test_compiled_cuda_code_runs_on_npu_in_one_graph(python):
     assert last_json(out) == {"graphs": 1, "devices": ["npu:0"] * 3, "equal": True, "bf16_region": True}
 
 
-def test_torch_cuda_serves_scripts_from_npu_and_torch_itself_from_cuda(python):
+def test_torch_cuda_serves_scripts_and_compiled_code_from_npu_and_torch_itself_from_cuda(python):
     out = python(
         """
         import json
@@ -123,7 +123,13 @@ def test_torch_cuda_serves_scripts_from_npu_and_torch_itself_from_cuda(python):
         from torch.cuda import Event, is_available
         internal = {}
         exec("result = torch.cuda.is_available()", {"__name__": "torch._some_internal", "torch": torch}, internal)
+        def uses_cuda_api(x):
+            torch.cuda.synchronize()
+            return x + torch.cuda.is_available() + torch.cuda.current_device() + 1
+        x = torch.zeros(1, device="cuda")
+        compiled = [torch.compile(uses_cuda_api, backend="eager", fullgraph=True)(x).item() for _ in range(2)]
         print(json.dumps({
+            "compiled": compiled, "eager": uses_cuda_api(x).item(),
             "script": [torch.cuda.is_available(), is_available(), torch.cuda.device_count() == torch.npu.device_count()],
             "classes": [Event is torch.npu.Event, torch.cuda.Stream is torch.npu.Stream,
                         torch.cuda.CUDAGraph is torch.npu.NPUGraph],
@@ -133,6 +139,7 @@ def test_torch_cuda_serves_scripts_from_npu_and_torch_itself_from_cuda(python):
         """
     )
     assert last_json(out) == {
+        "compiled": [2.0, 2.0], "eager": 2.0,
         "script": [True, True, True], "classes": [True, True, True], "internal": False,
         "untouched": "torch.cuda.nvtx",
     }

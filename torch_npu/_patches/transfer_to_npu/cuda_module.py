@@ -7,38 +7,41 @@ has no way to point one device module at another.
 
 Rather than replacing dozens of attributes, ``apply()`` sets the class of the ``torch.cuda``
 module object to a ``types.ModuleType`` subclass whose ``__getattribute__`` serves the
-redirected names from ``torch.npu`` (Python's documented way to customise a module's
-attribute access). Redirected: every public function and class both modules have, and
-``CUDAGraph`` as ``torch.npu.NPUGraph``; submodules (``torch.cuda.amp``, ...) and every other
-name (``nvtx``, ``jiterator``, ...) stay ``torch.cuda``'s own, as on a machine without CUDA:
-their autocast and GradScaler reach npu through the device mode. Code that bound a name before the import
-(``from torch.cuda import Event``) keeps what it bound.
+redirected names (Python's documented way to customise a module's attribute access).
+Redirected: every public function and class both modules have, and ``CUDAGraph`` as
+``torch.npu.NPUGraph``; submodules (``torch.cuda.amp``, ...) and every other name (``nvtx``,
+``jiterator``, ...) stay ``torch.cuda``'s own, as on a machine without CUDA (``torch.cuda.amp``'s
+autocast and GradScaler reach npu through the device mode and the ``autocast``/``grad_scaler``
+patches). Code that bound a name before the import keeps what it bound.
 
-Only the script and the libraries it uses are served by npu: PyTorch's own modules
-(``torch.*``) still see the real ``torch.cuda``, because they read it as the CUDA runtime
-(Inductor's cache key asks ``torch.cuda.get_device_properties()`` for a ROCm architecture
-name once ``torch.cuda.is_available()`` is true); whoever asks is read from the calling
-frame. For the same reason Dynamo, which reads module attributes itself, sees the real
-``torch.cuda`` in compiled code: call ``torch.cuda`` functions outside compiled regions. Functions are served as thin
-forwarding functions rather than as ``torch.npu``'s own objects: Dynamo keys its trace
-rules on function identity, and ``torch.cuda.<name>`` and ``torch.npu.<name>`` have rules of
-their own that must not collide.
+Whom npu serves is the rule of ``callers``: the script, its libraries, Dynamo and FX; PyTorch's
+other modules keep the real CUDA answers. So a
+redirected function is one forwarding function, the same object for every caller (Dynamo
+guards on the identity of what it traced), that calls ``torch.npu``'s function, or the real
+``torch.cuda`` one when the calling frame belongs to ``torch.*``; traced by Dynamo it always
+calls ``torch.npu``'s. A redirected class cannot forward, so the class itself is chosen by
+the frame that reads the attribute: ``torch.npu``'s for scripts, the real one for ``torch.*``.
 
 Delete when PyTorch lets a script's device module be aliased to another accelerator's.
 """
 from __future__ import annotations
 
-import functools
 import sys
 import types
 
 import torch
 import torch.cuda
 
+from .callers import torch_internal
+
 # torch.cuda name -> torch.npu name, besides the names both have.
 ALIASES = {"CUDAGraph": "NPUGraph"}
 
 _original_type: type | None = None
+
+
+def _cuda_module() -> types.ModuleType:
+    return torch.cuda
 
 
 def redirected_names() -> dict[str, str]:
@@ -58,42 +61,46 @@ def redirected_names() -> dict[str, str]:
     return names
 
 
-def _cuda_module() -> types.ModuleType:
-    return torch.cuda
-
-
-def _forwarding(name: str, target: str):
+def _forwarding_function(name: str, target: str, real):
     npu = torch.npu
-    served = getattr(npu, target)
-    if isinstance(served, type) or not callable(served):
-        return served
+    # False when run, a constant True where Dynamo traces it; unlike is_compiling(), it stays
+    # False in the compiler's own code (Inductor asks torch.cuda things while compiling).
+    traced_by_dynamo = torch.compiler.is_dynamo_compiling
+    frame = sys._getframe
 
-    @functools.wraps(served)
     def forward(*args, **kwargs):
-        return getattr(npu, target)(*args, **kwargs)
+        if traced_by_dynamo() or not torch_internal(frame(1)):
+            return getattr(npu, target)(*args, **kwargs)
+        return real(*args, **kwargs)
 
-    forward.__qualname__ = forward.__name__ = name
+    forward.__name__ = forward.__qualname__ = name
+    forward.__doc__ = getattr(getattr(npu, target), "__doc__", None)
     return forward
 
 
-def _is_torch_internal(module_name: str) -> bool:
-    return module_name == "torch" or (
-        module_name.startswith("torch.") and not module_name.startswith("torch_npu")
-    )
-
-
 def _redirecting_type(table: dict[str, str]) -> type:
-    served = {name: _forwarding(name, target) for name, target in table.items()}
+    cuda = _cuda_module()
     get = types.ModuleType.__getattribute__
+    functions: dict[str, object] = {}
+    classes: dict[str, type] = {}
+    for name, target in table.items():
+        served = getattr(torch.npu, target)
+        if isinstance(served, type):
+            classes[name] = served
+        elif callable(served):
+            functions[name] = _forwarding_function(name, target, get(cuda, name))
     frame = sys._getframe
 
     class CudaModuleServedByNpu(types.ModuleType):
         """torch.cuda with its device API served by torch.npu (transfer_to_npu)."""
 
         def __getattribute__(self, name: str):
-            value = served.get(name, served)
-            if value is not served and not _is_torch_internal(frame(1).f_globals.get("__name__", "")):
-                return value
+            served = functions.get(name)
+            if served is not None:
+                return served
+            served = classes.get(name)
+            if served is not None and not torch_internal(frame(1)):
+                return served
             return get(self, name)
 
     return CudaModuleServedByNpu

@@ -12,7 +12,7 @@ Three things make it usable for whole training scripts:
   ``_device_redirect_torch_function``, bound to the mode as its ``__torch_function__``); a
   Python ``__torch_function__`` made a 1-element add 1.5x slower. A few functions go to
   Python handlers (``Tensor.cuda`` becomes ``Tensor.npu``, ``Tensor.is_cuda`` is true for npu
-  tensors, and ``backward``/``autograd.grad`` run with the mode re-entered so that the
+  tensors when the script asks (see ``callers``), and ``backward``/``autograd.grad`` run with the mode re-entered so that the
   autograd engine, which runs backward under the caller's thread-local state, keeps it).
 * Threads. The mode stack is per thread, so the mode is entered in every thread started
   after the import, from a ``threading.setprofile`` hook that removes itself as soon as the
@@ -34,6 +34,8 @@ from torch.overrides import TorchFunctionMode
 
 from torch_npu import _C
 
+from .callers import torch_internal
+
 _CUDA = "cuda"
 _NPU = "npu"
 
@@ -54,8 +56,12 @@ def _tensor_cuda(func, types, args, kwargs):
 
 
 def _tensor_is_cuda(func, types, args, kwargs):
+    # True for npu tensors when the script asks; PyTorch's own modules read is_cuda as
+    # "on the CUDA runtime" and keep the real answer (see callers).
     tensor = args[0]
-    return tensor.device.type in (_CUDA, _NPU)
+    if tensor.device.type == _NPU:
+        return not torch_internal(sys._getframe(1))
+    return func(*args, **(kwargs or {}))
 
 
 def _with_mode_active(func, types, args, kwargs):
@@ -84,8 +90,6 @@ def python_torch_function(mode, func, types, args=(), kwargs=None):
     kwargs = {k: _as_npu(v) for k, v in (kwargs or {}).items()}
     if func is torch.Tensor.cuda:
         return _tensor_cuda(func, types, args, kwargs)
-    if func == torch.Tensor.is_cuda.__get__:
-        return _tensor_is_cuda(func, types, args, kwargs)
     return func(*args, **kwargs)
 
 
