@@ -189,28 +189,40 @@ def test_remaining_decomposed_ops_compile_without_an_opaque_call():
         torch.testing.assert_close(a.cpu(), b.cpu(), atol=1e-5, rtol=1e-5)
 
 
+def _moe(x, w, activations, weight_int8, weight_scale):
+    """MoE routing, the grouped expert matmul and a per-token quantised projection."""
+    probs, experts, rows = torch_npu.npu_moe_gating_top_k_softmax(x[:, :4], None, 2)
+    expanded, expanded_rows, sorted_experts = torch_npu.npu_moe_init_routing(x, rows, experts, 6)
+    counts = torch.bincount(sorted_experts, minlength=4)
+    (out,) = torch_npu.npu_grouped_matmul(
+        [expanded], [w], group_list=counts.cumsum(0), split_item=3, group_type=0
+    )
+    # A graph input: Inductor keeps float16 intermediates in float32 inside a fused
+    # kernel, which would change what is quantised.
+    q, scale = torch_npu.npu_dynamic_quant(activations)
+    projected = torch_npu.npu_quant_matmul(
+        q, weight_int8, weight_scale, pertoken_scale=scale, output_dtype=torch.float16
+    )
+    return out, probs, q, scale, projected
+
+
+def _moe_inputs():
+    return (
+        torch.randn(6, 8, device=D),
+        torch.randn(4, 8, 5, device=D),
+        torch.randn(12, 5, device=D).half(),
+        torch.randint(-5, 5, (5, 3), dtype=torch.int8, device=D),
+        torch.rand(3, device=D) / 10,
+    )
+
+
 def test_compile_keeps_the_routing_and_quantised_ops_as_calls_and_matches_eager():
-    x = torch.randn(6, 8, device=D)
-    w = torch.randn(4, 8, 5, device=D)
-    activations = torch.randn(12, 5, device=D).half()
-
-    def moe(x, w, activations):
-        probs, experts, rows = torch_npu.npu_moe_gating_top_k_softmax(x[:, :4], None, 2)
-        expanded, expanded_rows, sorted_experts = torch_npu.npu_moe_init_routing(x, rows, experts, 6)
-        counts = torch.bincount(sorted_experts, minlength=4)
-        (out,) = torch_npu.npu_grouped_matmul(
-            [expanded], [w], group_list=counts.cumsum(0), split_item=3, group_type=0
-        )
-        # A graph input: Inductor keeps float16 intermediates in float32 inside a fused
-        # kernel, which would change what is quantised.
-        q, scale = torch_npu.npu_dynamic_quant(activations)
-        return out, probs, q, scale
-
-    expected = moe(x, w, activations)
-    got, code = _compile_and_code(moe, x, w, activations)
+    inputs = _moe_inputs()
+    expected = _moe(*inputs)
+    got, code = _compile_and_code(_moe, *inputs)
     for a, b in zip(got, expected):
         torch.testing.assert_close(a.cpu(), b.cpu())
-    for name in ("npu_moe_gating_top_k_softmax", "npu_moe_init_routing", "npu_grouped_matmul"):
+    for name in ("npu_moe_gating_top_k_softmax", "npu_moe_init_routing", "npu_grouped_matmul", "npu_quant_matmul"):
         assert f"torch.ops.npu.{name}" in code
     assert "torch.ops.npu.npu_dynamic_quant" not in code  # decomposed
 
@@ -224,6 +236,28 @@ def test_export_keeps_npu_operators_and_runs():
     for name in ("npu_rms_norm", "npu_rotary_mul", "npu_scaled_masked_softmax", "npu_swiglu", "npu_gelu", "npu_silu"):
         assert f"npu.{name}.default" in targets, targets
     torch.testing.assert_close(exported.module()(*inputs).cpu(), block(*inputs).cpu())
+
+
+def test_export_of_the_remaining_operators_keeps_them_and_runs():
+    class Rest(torch.nn.Module):
+        def forward(self, x1, x2, gamma, x, w, activations, weight_int8, weight_scale):
+            y, rstd, residual = torch_npu.npu_add_rms_norm(x1, x2, gamma)
+            moved = torch_npu.npu_confusion_transpose(y, [0, 2, 1], [2, 16, 4], False)
+            cast = torch_npu.npu_dtype_cast(moved, torch.bfloat16)
+            return (cast, rstd, residual) + _moe(x, w, activations, weight_int8, weight_scale)
+
+    inputs = (
+        torch.randn(2, 4, 16, device=D), torch.randn(2, 4, 16, device=D), torch.rand(16, device=D) + 0.5,
+    ) + _moe_inputs()
+    exported = torch.export.export(Rest(), inputs)
+    targets = {str(n.target) for n in exported.graph.nodes if n.op == "call_function"}
+    for name in (
+        "npu_add_rms_norm", "npu_confusion_transpose", "npu_dtype_cast", "npu_moe_gating_top_k_softmax",
+        "npu_moe_init_routing", "npu_grouped_matmul", "npu_dynamic_quant", "npu_quant_matmul",
+    ):
+        assert f"npu.{name}.default" in targets, (name, targets)
+    for a, b in zip(exported.module()(*inputs), Rest()(*inputs)):
+        torch.testing.assert_close(a.cpu(), b.cpu())
 
 
 def test_export_of_in_place_rotary_embedding_records_the_mutation():
