@@ -39,6 +39,8 @@ setup(
             "parameterized",
             "onnx",
             "onnxscript",
+            # torch.testing._internal (PyTorch's OpInfo database, swept on npu) imports it.
+            "expecttest",
             # Real client code the tests run on npu. torchvision 0.28.0 on the index is a
             # CUDA build whose C++ ops do not load against the CPU torch; the tests define
             # its two op schemas before importing its pure-Python model code.
@@ -53,7 +55,10 @@ setup(
             sources,
             # -g0 overrides the -g of Python's default flags: debug info triples the
             # compile time of each runtime file (ATen's headers) for no user benefit.
-            extra_compile_args={"cxx": ["-O2", "-g0", "-std=c++17", "-fvisibility=hidden"]},
+            # OpenMP for at::parallel_for in the runtime's own kernels; at run time this binds to
+            # the libgomp torch already loaded, so the kernels share torch's thread team.
+            extra_compile_args={"cxx": ["-O2", "-g0", "-std=c++17", "-fvisibility=hidden", "-fopenmp"]},
+            extra_link_args=["-fopenmp"],
         )
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},

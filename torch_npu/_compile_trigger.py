@@ -43,10 +43,11 @@ STEPS: dict[str, tuple[str, ...]] = {
         "trace_rules",
         "stream_handlers",
         "graphsafe_rng",
+        "rng_prims",
         "backends",
         "transfer_to_npu_tracing",
     ),
-    _INDUCTOR_COMPILE: ("inductor_registration", "fused_op_decompositions"),
+    _INDUCTOR_COMPILE: ("inductor_registration", "fused_op_decompositions", "reduce_overhead_policy"),
 }
 
 

@@ -74,13 +74,35 @@ checks = {
     _patches.REGISTRATIONS[5]: all(_COMPILER_FNS[n] is registry.ENTRIES[n] for n in registry.ENTRIES),
     _patches.REGISTRATIONS[6]: common.get_scheduling_for_device("npu") is not None,
     _patches.REGISTRATIONS[7]: "npu" in common.device_op_overrides_dict,
-    _patches.REGISTRATIONS[8]: torch.ops.npu.npu_rms_norm.default in decompositions,
-    _patches.REGISTRATIONS[9]: torch.distributed.Backend._plugins["HCCL"].creator_fn
+    _patches.REGISTRATIONS[8]: torch._fused_sdp_choice(*[torch.ones(1, 2, 3, 4, device="npu")] * 3) == 4,
+    _patches.REGISTRATIONS[9]: torch.ops.npu.npu_rms_norm.default in decompositions,
+    _patches.REGISTRATIONS[10]: torch.distributed.Backend._plugins["HCCL"].creator_fn
         is _hccl_registration._create_hccl_backend
         and torch.distributed.Backend.default_device_backend_map["npu"] == "hccl",
 }
+# What each patch changed, exactly: the npu_backend entry of Inductor's config; the three
+# RNG higher-order-op kernels that pick a device (BackendSelect of both ops, the fake and
+# proxy kernels of run_and_save_rng_state); the default of the cudagraph_policy entry.
+from torch._C import DispatchKey
+from torch._higher_order_ops.utils import registered_hop_fake_fns
+from torch._prims import rng_prims
+from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode
+from torch_npu.compiler.graph_trees.reduce_overhead import NpuGraphPolicy
+save, run_with = rng_prims.run_and_save_rng_state, rng_prims.run_with_rng_state
+npu_aware = lambda fn: getattr(fn, "_npu_aware", False)
+patched = {
+    "inductor_npu_backend_option": "npu_backend" in torch._inductor.config._config,
+    "rng_prims_npu": [npu_aware(save.py_kernels[DispatchKey.BackendSelect]),
+                      npu_aware(registered_hop_fake_fns[save]),
+                      npu_aware(save.python_key_table[ProxyTorchDispatchMode]),
+                      npu_aware(run_with.py_kernels[DispatchKey.BackendSelect])] == [True] * 4,
+    "inductor_cudagraph_policy": isinstance(torch._inductor.config._config["cudagraph_policy"].default,
+                                            NpuGraphPolicy)
+        and torch._inductor.config._config["cudagraph_policy"].default.previous is None,
+}
 print(json.dumps(diff))
 print(json.dumps({"applied": list(_patches.applied()), "inventory": list(_patches.PATCHES),
+                  "patched": patched,
                   "registrations": len(_patches.REGISTRATIONS), "checked": len(checks),
                   "failing": [k for k, ok in checks.items() if not ok]}))
 """
@@ -92,6 +114,11 @@ def test_applied_patches_equal_inventory_and_nothing_else_changes_on_torch(pytho
     npu_lines = python(NPU_SESSION, env=env).strip().splitlines()
     npu_diff, inventory = json.loads(npu_lines[-2]), json.loads(npu_lines[-1])
     assert npu_diff == cpu_diff  # torch's own lazy changes only, the same without torch_npu
-    assert inventory["applied"] == inventory["inventory"] == ["inductor_npu_backend_option"]
+    assert inventory["applied"] == inventory["inventory"] == [
+        "inductor_npu_backend_option",
+        "rng_prims_npu",
+        "inductor_cudagraph_policy",
+    ]
+    assert inventory["patched"] == {name: True for name in inventory["inventory"]}
     assert inventory["checked"] == inventory["registrations"]
     assert inventory["failing"] == []

@@ -4,6 +4,7 @@ Covers inference and training loops, mark_step_begin, changing batch sizes, two 
 interleaved, several devices, input mutation, output lifetime, and the backend's errors.
 """
 import copy
+import logging
 
 import pytest
 import torch
@@ -237,29 +238,37 @@ def test_random_ops_advance_between_replays():
     assert not torch.equal(outs[2], outs[3])
 
 
-def test_graph_with_cpu_tensors_runs_eagerly_with_a_warning():
+def _uncaptured_lines(caplog):
+    return [r.getMessage() for r in caplog.records if "runs uncaptured" in r.getMessage()]
+
+
+def test_graph_with_cpu_tensors_runs_eagerly_with_one_log_line(caplog):
     def fn(x, scale):
         return x.sin() * scale  # a cpu scalar tensor: cpu work is not recorded
 
     compiled = torch.compile(fn, backend="npugraphs")
     x, scale = torch.randn(3), torch.tensor(2.5)
-    with pytest.warns(UserWarning, match="runs without NPU graphs"):
+    with caplog.at_level(logging.WARNING, logger="torch_npu.compiler.graph_trees"):
         for _ in range(3):
             out = compiled(x.npu(), scale)
     assert_close_to_cpu(out, fn(x, scale))
+    (line,) = _uncaptured_lines(caplog)
+    assert "cpu tensors" in line and "torch.npu.graphs.capture_report" in line
     assert _stats()["records"] == 0
 
 
-def test_graph_whose_capture_fails_runs_eagerly_with_a_warning():
+def test_graph_whose_capture_fails_runs_eagerly_with_one_log_line(caplog):
     def fn(x):
         return (x[x.nonzero(as_tuple=True)] * 2).sum() + x.sum()  # data-dependent shape
 
     with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
         compiled = torch.compile(fn, backend="npugraphs", fullgraph=True)
-        with pytest.warns(UserWarning, match="capture failed"):
+        with caplog.at_level(logging.WARNING, logger="torch_npu.compiler.graph_trees"):
             for _ in range(3):
                 x = torch.tensor([0.0, 1.5, 0.0, -2.0])
                 assert_close_to_cpu(compiled(x.npu()), fn(x))
+    (line,) = _uncaptured_lines(caplog)
+    assert "capture failed" in line and "capture_report" in line
     assert not torch.npu.is_current_stream_capturing()
     assert _stats()["records"] == 0
 
@@ -313,7 +322,7 @@ def _compile_and_record_one_graph(npu_model):
 def test_reset_clears_the_trees_and_compiled_code_records_again():
     cpu_model, npu_model = _pair()
     compiled, manager = _compile_and_record_one_graph(npu_model)
-    from torch_npu.compiler import npugraphs_backend
+    from torch_npu.compiler.backends import npugraphs as npugraphs_backend
 
     npugraphs_backend.reset()
     assert manager.num_graphs() == 0

@@ -1,52 +1,264 @@
-"""torch.compile(mode="reduce-overhead") on npu tensors: correct results, and one clear
-warning that NPU graphs need backend="npugraphs"."""
+"""torch.compile(mode="reduce-overhead") on npu: Inductor's kernels recorded into NPU graph
+trees and replayed, through Inductor's cudagraph_policy slot; compared with CPU eager.
+
+Each test asserts that graphs were recorded and replayed (graph-tree counters, recorded
+kernel launches), not only that results are right.
+"""
+import copy
+import logging
+import threading
 import warnings
 
 import pytest
 import torch
 
+import torch_npu
 from graphs_compare import assert_close_to_cpu
 
 
-def _notice_registered():
-    from torch._inductor.codegen.common import custom_backend_passes
+def _manager(index=0):
+    from torch_npu.compiler import graph_trees
 
-    from torch_npu.compiler.graph_trees.reduce_overhead import ReduceOverheadNotice
-
-    return isinstance(custom_backend_passes.get("npu"), ReduceOverheadNotice)
+    return graph_trees.get_manager(index)
 
 
-def test_warning_helper_fires_once_and_only_under_the_mode(monkeypatch):
-    from torch._inductor import config
-
-    from torch_npu.compiler.graph_trees import reduce_overhead
-
-    monkeypatch.setattr(reduce_overhead, "_warned", False)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert not reduce_overhead.warn_once_if_reduce_overhead()
-        with config.patch({"triton.cudagraphs": True}):
-            assert reduce_overhead.warn_once_if_reduce_overhead()
-            assert not reduce_overhead.warn_once_if_reduce_overhead()
-    messages = [str(w.message) for w in caught]
-    assert len(messages) == 1
-    assert "backend='npugraphs'" in messages[0] and "reduce-overhead" in messages[0]
+def _recorded_graphs(index=0):
+    return [g for fn in _manager(index)._functions for gs in fn._graphs.values() for g in gs]
 
 
-def test_reduce_overhead_mode_on_npu_is_correct_and_warns_once(monkeypatch):
-    from torch_npu.compiler.graph_trees import reduce_overhead
+class MLP(torch.nn.Module):
+    def __init__(self, d=8):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(d, 16)
+        self.ln = torch.nn.LayerNorm(16)
+        self.fc2 = torch.nn.Linear(16, 4)
 
-    monkeypatch.setattr(reduce_overhead, "_warned", False)
+    def forward(self, x):
+        return self.fc2(torch.nn.functional.gelu(self.ln(self.fc1(x))) * 0.5 + 0.1)
 
-    def fn(x):
-        return x.sin() * 3.25 - x.cos()
+
+def _pair(seed=0):
+    torch.manual_seed(seed)
+    cpu = MLP()
+    return cpu, copy.deepcopy(cpu).npu()
+
+
+def test_inference_replays_inductor_kernels():
+    def fn(x, y):
+        return torch.softmax(x.sin() * 2 + y, dim=-1).cos()
 
     compiled = torch.compile(fn, mode="reduce-overhead")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        for _ in range(5):
+            x, y = torch.randn(4, 8), torch.randn(4, 8)
+            assert_close_to_cpu(compiled(x.npu(), y.npu()), fn(x, y))
+    stats = _manager().stats
+    assert stats["warmups"] == 1 and stats["records"] == 1 and stats["replays"] == 3, stats
+    assert stats["eager_runs"] == 0
+    (graph,) = _recorded_graphs()
+    # The recorded work is Inductor's fused host kernels, launched from the graph.
+    assert graph.graph.num_nodes() >= 1
+    assert graph.graph.num_kernel_launches() == graph.graph.num_nodes()
+    # The old "runs without graph capture" notice is gone.
+    assert not [w for w in caught if "reduce-overhead" in str(w.message)]
+
+
+def test_triton_cudagraphs_option_is_the_same_path():
+    compiled = torch.compile(lambda x: (x * 3).tanh(), options={"triton.cudagraphs": True})
+    for _ in range(4):
+        x = torch.randn(16)
+        assert_close_to_cpu(compiled(x.npu()), (x * 3).tanh())
+    assert _manager().stats["replays"] == 2
+
+
+def test_training_forward_and_backward_graphs_replay():
+    cpu_model, npu_model = _pair()
+    compiled = torch.compile(npu_model, mode="reduce-overhead")
+    cpu_opt = torch.optim.SGD(cpu_model.parameters(), lr=0.1)
+    npu_opt = torch.optim.SGD(npu_model.parameters(), lr=0.1)
+    for _ in range(5):
+        torch_npu.npu.mark_step_begin()
+        x, y = torch.randn(4, 8), torch.randn(4, 4)
+        for model, opt, xs, ys in ((cpu_model, cpu_opt, x, y), (compiled, npu_opt, x.npu(), y.npu())):
+            opt.zero_grad(set_to_none=True)
+            torch.nn.functional.mse_loss(model(xs), ys).backward()
+            opt.step()
+    for p_cpu, p_npu in zip(cpu_model.parameters(), npu_model.parameters()):
+        assert_close_to_cpu(p_npu.detach(), p_cpu.detach(), atol=1e-5, rtol=1e-5)
+    stats = _manager().stats
+    assert stats["records"] == 2, stats  # the forward and the backward graph
+    assert stats["replays"] >= 6 and stats["eager_runs"] == 0, stats
+    modes = sorted(fn.mode.value for fn in _manager()._functions if fn.num_graphs())
+    assert modes == ["backward", "forward"]
+    # The backward borrows the parameters and the forward's activations: nothing but the
+    # incoming gradient is copied into it.
+    backward = next(g for fn in _manager()._functions if fn.mode.value == "backward" for gs in fn._graphs.values() for g in gs)
+    assert len(backward.copied_idxs) <= 1, backward.copied_idxs
+
+
+def test_mlir_kernels_are_recorded_too():
+    pytest.importorskip("torch_mlir")
+
+    def fn(x):
+        return (x.exp() * 0.5 + x.sin()).relu()
+
+    compiled = torch.compile(fn, options={"triton.cudagraphs": True, "npu_backend": "mlir"})
+    for _ in range(4):
+        x = torch.randn(32)
+        assert_close_to_cpu(compiled(x.npu()), fn(x), atol=1e-5, rtol=1e-5)
+    assert _manager().stats["records"] == 1 and _manager().stats["replays"] == 2
+
+
+def test_compiled_optimizer_step():
+    cpu_model, npu_model = _pair(1)
+    cpu_opt = torch.optim.Adam(cpu_model.parameters(), lr=0.01)
+    # capturable=True keeps Adam's step counters on the device (Dynamo turns it on by
+    # itself only for cuda/xpu parameters); otherwise they are cpu tensors and the graph
+    # runs uncaptured, as on CUDA.
+    npu_opt = torch.optim.Adam(npu_model.parameters(), lr=0.01, capturable=True)
+
+    @torch.compile(mode="reduce-overhead")
+    def npu_step():
+        npu_opt.step()
+
+    for _ in range(4):
+        x = torch.randn(4, 8)
+        for model, opt in ((cpu_model, cpu_opt), (npu_model, npu_opt)):
+            opt.zero_grad(set_to_none=False)
+            model(x.to(next(model.parameters()).device)).square().mean().backward()
+        cpu_opt.step()
+        npu_step()
+    for p_cpu, p_npu in zip(cpu_model.parameters(), npu_model.parameters()):
+        assert_close_to_cpu(p_npu.detach(), p_cpu.detach(), atol=1e-5, rtol=1e-5)
+    stats = _manager().stats
+    assert stats["records"] >= 1 and stats["replays"] >= 1, stats
+
+
+def test_input_mutation_happens_once_per_call():
+    def fn(x, y):
+        x.mul_(2).add_(y)
+        return x.sum(0)
+
+    compiled = torch.compile(fn, mode="reduce-overhead")
+    x_cpu, y_cpu = torch.randn(3, 4), torch.randn(3, 4)
+    x_npu, y_npu = x_cpu.npu(), y_cpu.npu()
+    for _ in range(4):
+        assert_close_to_cpu(compiled(x_npu, y_npu), fn(x_cpu, y_cpu))
+        assert_close_to_cpu(x_npu, x_cpu)
+    assert _manager().stats["replays"] == 2
+
+
+def test_new_shapes_record_new_graphs_and_warn_past_the_limit(caplog):
+    from torch._inductor import config
+
+    compiled = torch.compile(lambda x: x.cos() * 2, mode="reduce-overhead", dynamic=True)
+    with caplog.at_level(logging.WARNING, logger="torch_npu.compiler.graph_trees"), config.patch(
+        {"triton.cudagraph_dynamic_shape_warn_limit": 2}
+    ):
+        for n in (3, 4, 5, 6):
+            for _ in range(3):
+                x = torch.randn(n)
+                assert_close_to_cpu(compiled(x.npu()), x.cos() * 2)
+    stats = _manager().stats
+    assert stats["records"] == 4 and stats["replays"] == 4, stats
+    messages = [r.getMessage() for r in caplog.records if "distinct sizes" in r.getMessage()]
+    assert len(messages) == 1 and "cudagraph_dynamic_shape_warn_limit" in messages[0]
+
+
+def test_graph_with_cpu_tensors_runs_uncaptured_with_one_log_line(caplog):
+    def fn(a, b):
+        return a.sin() + 1, b.cos() * 2
+
+    compiled = torch.compile(fn, mode="reduce-overhead")
+    with caplog.at_level(logging.WARNING, logger="torch_npu.compiler.graph_trees"):
         for _ in range(3):
-            x = torch.randn(7)
+            a, b = torch.randn(4), torch.randn(4)
+            out_a, out_b = compiled(a.npu(), b)
+            assert_close_to_cpu(out_a, a.sin() + 1)
+            torch.testing.assert_close(out_b, b.cos() * 2)
+    lines = [r.getMessage() for r in caplog.records if "runs uncaptured" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert "cpu tensors" in lines[0] and "torch.npu.graphs.capture_report" in lines[0]
+    assert _manager().stats["records"] == 0
+
+
+def test_graphs_of_other_devices_are_handed_back_to_the_default():
+    from torch._inductor import config
+
+    from torch_npu.compiler.graph_trees.reduce_overhead import NpuGraphPolicy
+
+    compiled = torch.compile(lambda x: x.sin() * 2, mode="reduce-overhead")
+    x = torch.randn(8)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), x.sin() * 2)
+    policy = config.cudagraph_policy
+    assert isinstance(policy, NpuGraphPolicy) and policy.previous is None
+
+    class FakeGraph:
+        device_types = {"cpu"}
+        current_callable = object()
+
+    graph = FakeGraph()
+    assert policy.should_wrap(graph) is True
+    assert policy.wrap_output(graph) is graph and graph.current_callable is FakeGraph.current_callable
+    assert _manager().stats["records"] == 0
+
+
+def test_policy_is_seen_by_every_thread():
+    from torch._inductor import config
+
+    from torch_npu.compiler.graph_trees.reduce_overhead import NpuGraphPolicy
+
+    torch.compile(lambda x: x + 1)(torch.randn(2, device="npu"))  # the policy is installed by now
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append(type(config.cudagraph_policy)))
+    thread.start()
+    thread.join(timeout=60)
+    assert seen == [NpuGraphPolicy]
+
+
+def test_cache_hit_path_is_captured_too():
+    from torch._dynamo.utils import counters
+
+    def fn(x):
+        return (x * 1.5).sigmoid() - x
+
+    for round_ in range(2):
+        counters.clear()
+        torch._dynamo.reset()
+        from torch_npu.compiler import graph_trees
+
+        graph_trees.reset()  # fresh trees per round
+        compiled = torch.compile(fn, mode="reduce-overhead")
+        for _ in range(3):
+            x = torch.randn(10)
             assert_close_to_cpu(compiled(x.npu()), fn(x))
-    assert _notice_registered()
-    messages = [str(w.message) for w in caught if "npugraphs" in str(w.message)]
-    assert len(messages) == 1, messages
+        assert _manager().stats["replays"] == 1, (round_, dict(_manager().stats))
+    hits = counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"]
+    assert hits >= 1, dict(counters)
+
+
+def test_outputs_of_a_finished_step_stay_valid():
+    compiled = torch.compile(lambda x: (x.sin() + 1) * 3, mode="reduce-overhead")
+    xs = [torch.randn(6) for _ in range(5)]
+    outs = []
+    for x in xs:
+        torch_npu.npu.mark_step_begin()
+        outs.append(compiled(x.npu()))
+    for x, out in zip(xs, outs):
+        assert_close_to_cpu(out, (x.sin() + 1) * 3)
+    assert _manager().stats["replays"] == 3
+
+
+def test_thousand_replays_leave_memory_allocated_unchanged():
+    compiled = torch.compile(lambda x: (x.sin() * 2).cos() + x, mode="reduce-overhead")
+    x = torch.randn(128, device="npu")
+    for _ in range(3):
+        out = compiled(x)
+    del out
+    before = torch.npu.memory_allocated()
+    for _ in range(1000):
+        compiled(x)
+    assert torch.npu.memory_allocated() == before
+    assert _manager().stats["replays"] >= 1000

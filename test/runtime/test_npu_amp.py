@@ -119,3 +119,19 @@ def test_grad_scaler_trains_and_skips_inf_steps(make_scaler):
     scaler.update()
     assert scaler.get_scale() == 512.0
     torch.testing.assert_close(model.weight.detach(), weight_before)
+
+
+def test_binary_cross_entropy_is_banned_under_autocast_as_on_cuda():
+    import torch.nn.functional as F
+
+    p = torch.rand(4, device="npu")
+    t = torch.rand(4, device="npu")
+    with torch.autocast("npu", dtype=torch.float16):
+        with pytest.raises(RuntimeError, match="unsafe to autocast"):
+            F.binary_cross_entropy(p, t)
+        with pytest.raises(RuntimeError, match="binary_cross_entropy_with_logits"):
+            torch.nn.BCELoss()(p, t)
+        # The safe variant runs.
+        F.binary_cross_entropy_with_logits(p, t)
+    # Outside autocast it runs and equals cpu.
+    torch.testing.assert_close(F.binary_cross_entropy(p, t).cpu(), F.binary_cross_entropy(p.cpu(), t.cpu()))

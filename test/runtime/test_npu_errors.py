@@ -130,6 +130,8 @@ def test_pinned_npu_tensor_is_an_error():
         torch.empty(2, device="npu", pin_memory=True)
 
 
-def test_sparse_layout_is_an_error():
-    with pytest.raises(RuntimeError):
-        torch.empty(2, 2, device="npu", layout=torch.sparse_coo)
+def test_compressed_sparse_layout_is_an_error():
+    with pytest.raises(NotImplementedError, match="compressed sparse layouts"):
+        torch.empty(2, 2, device="npu", layout=torch.sparse_csr)
+    with pytest.raises(NotImplementedError, match="compressed sparse layouts"):
+        torch.eye(3, device="npu").to_sparse_csr()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 
 # Module names under torch_npu._patches, in application order.
-PATCHES: tuple[str, ...] = ("inductor_npu_backend_option",)
+PATCHES: tuple[str, ...] = ("inductor_npu_backend_option", "rng_prims_npu", "inductor_cudagraph_policy")
 
 # Registrations made through PyTorch's extension points (not patches), by description:
 # "<extension point>: <what is registered>".
@@ -31,6 +31,7 @@ REGISTRATIONS: tuple[str, ...] = (
     "torch._dynamo.register_backend: npu, npugraph_ex, npugraphs",
     "torch._inductor.codegen.common.register_backend_for_device: npu",
     "torch._inductor.codegen.common.register_device_op_overrides: npu",
+    "at::native::_fused_sdp_choice_stub (REGISTER_PRIVATEUSE1_DISPATCH, at import): npu SDPA -> overrideable",
     "torch._inductor.decomposition.register_decomposition: the pointwise and normalisation "
     "npu::npu_* operators of torch_npu.ops (their ATen formulas)",
     "torch.distributed.Backend.register_backend(extended_api=True, devices=['npu']): hccl",

@@ -8,7 +8,7 @@ loaded yet: another thread could hold that module's import lock while waiting fo
 guard. No step initializes the device.
 
 Everything is done through PyTorch's extension points; what is registered is listed in
-``torch_npu._patches.REGISTRATIONS`` and the patches (none today) in ``PATCHES``.
+``torch_npu._patches.REGISTRATIONS`` and the patches in ``PATCHES``.
 """
 from __future__ import annotations
 
@@ -86,6 +86,22 @@ def graphsafe_rng() -> None:
     from torch._functorch._aot_autograd.utils import register_graphsafe_rng_device_type
 
     register_graphsafe_rng_device_type("npu")
+
+
+def rng_prims() -> None:
+    # Activation checkpointing traces random ops into the RNG higher-order ops, whose
+    # device table has no npu: see the patch's docstring.
+    from torch_npu import _patches
+
+    _patches.apply("rng_prims_npu")
+
+
+def reduce_overhead_policy() -> None:
+    # mode="reduce-overhead" replays npu graphs from NPU graph trees through Inductor's
+    # cudagraph_policy slot, installed for every thread: see the patch's docstring.
+    from torch_npu import _patches
+
+    _patches.apply("inductor_cudagraph_policy")
 
 
 def backends() -> None:

@@ -364,7 +364,6 @@ std::unordered_map<int64_t, PoolUse> g_pool_use;
 int64_t g_next_pool = 1;
 thread_local int64_t tls_pool = 0;
 thread_local c10::DeviceIndex tls_pool_device = -1;  // -1: the thread pool applies to every device
-std::atomic<int64_t> g_capture_pool{0};
 
 void init_locked() {
   if (g_initialized) return;
@@ -912,9 +911,9 @@ Block* malloc_block(c10::DeviceIndex device, size_t orig_size, int64_t stream) {
   auto ctx = maybe_gather(RecordContext::STATE);
   std::unique_lock<std::mutex> lock(g_mutex);
   DeviceCache& dc = cache_locked(device);
-  int64_t pool_id = tls_pool != 0 && (tls_pool_device < 0 || tls_pool_device == device)
-                        ? tls_pool
-                        : g_capture_pool.load(std::memory_order_relaxed);
+  // During a capture, memory for work queued on the captured stream comes from its pool.
+  const int64_t capture_pool = capture_pool_for_allocation(device);
+  int64_t pool_id = tls_pool != 0 && (tls_pool_device < 0 || tls_pool_device == device) ? tls_pool : capture_pool;
   // A graph's pool serves whatever stream its capture runs on (autograd's device
   // thread included), so its blocks are not keyed by stream.
   if (pool_id != 0) stream = 0;
@@ -927,7 +926,7 @@ Block* malloc_block(c10::DeviceIndex device, size_t orig_size, int64_t stream) {
     if (dc.set_fraction && g_config.garbage_collection_threshold > 0.0) garbage_collect_cached_blocks(dc, ctx);
     found = alloc_block(dc, params, false, ctx) ||
             (release_available_cached_blocks(dc, params, ctx) && alloc_block(dc, params, false, ctx)) ||
-            (g_capture_pool.load() == 0 && release_cached_blocks(dc, ctx) && alloc_block(dc, params, true, ctx));
+            (capture_pool == 0 && release_cached_blocks(dc, ctx) && alloc_block(dc, params, true, ctx));
   }
   if (!found) raise_out_of_memory(dc, params, std::move(ctx), lock);
   Block* block = alloc_found_block(dc, params, orig_size, std::move(ctx));
@@ -1331,8 +1330,6 @@ int64_t pool_use_count(int64_t pool) {
   auto it = g_pool_use.find(pool);
   return it == g_pool_use.end() ? 0 : it->second.users;
 }
-
-int64_t exchange_capture_pool(int64_t pool) { return g_capture_pool.exchange(pool); }
 
 int64_t exchange_thread_pool(int64_t pool) {
   int64_t previous = tls_pool;

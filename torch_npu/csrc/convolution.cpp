@@ -31,7 +31,7 @@ std::vector<at::Tensor> run_on_device(const std::vector<at::Tensor>& inputs, con
   aliases.reserve(inputs.size());
   for (const auto& t : inputs) aliases.push_back(t.defined() ? cpu_alias(t) : t);
 
-  if (active_capture() == nullptr) {
+  if (!is_recording()) {
     std::vector<at::Tensor> results;
     {
       CpuAllocationRedirect redirect(device);

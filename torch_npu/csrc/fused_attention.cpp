@@ -195,7 +195,6 @@ struct Problem {
   bool partial = false;  // some rows or keys lie outside every sequence
 };
 
-std::vector<int64_t> as_vec(at::IntArrayRef a) { return std::vector<int64_t>(a.begin(), a.end()); }
 
 void check_perm(at::IntArrayRef perm, const char* what) {
   TORCH_CHECK(perm.size() == 4, "fused attention: ", what, " must have 4 entries");

@@ -28,6 +28,7 @@ struct NpuEvent {
   bool recorded = false;
   std::chrono::steady_clock::time_point stamp;
   c10::StreamId stream = 0;
+  uint64_t capture = 0;  // the capture its stream was in when recorded (0: none)
 };
 
 c10::Stream make_stream(c10::DeviceIndex device, c10::StreamId id) {
@@ -103,27 +104,39 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     ev->recorded = true;
     ev->stream = stream.id();
     ev->stamp = std::chrono::steady_clock::now();
+    ev->capture = capture_id_of_stream(stream);
   }
   void block(void* event, const c10::Stream& stream) const override {
     if (event == nullptr) return;
-    (void)stream;  // all earlier work has already completed on the host
+    // All earlier work has already completed on the host; a wait on an event of a
+    // capturing stream makes the waiting stream part of that capture (a fork).
+    auto* ev = static_cast<NpuEvent*>(event);
+    if (ev->capture != 0 && is_capture_underway(ev->capture)) join_capture(ev->capture, stream);
   }
   bool queryEvent(void* /*event*/) const override { return true; }
   void destroyEvent(void* event, const c10::DeviceIndex /*device_index*/) const noexcept override {
     delete static_cast<NpuEvent*>(event);
   }
   bool queryStream(const c10::Stream& /*stream*/) const override { return true; }
-  void synchronizeStream(const c10::Stream& /*stream*/) const override {
-    check_not_capturing("stream synchronization");
+  void synchronizeStream(const c10::Stream& stream) const override {
+    check_stream_sync(stream, "stream synchronization");
   }
-  void synchronizeEvent(void* /*event*/) const override { check_not_capturing("event synchronization"); }
-  void synchronizeDevice(const c10::DeviceIndex /*device_index*/) const override {
-    check_not_capturing("device synchronization (torch.npu.synchronize)");
+  void synchronizeEvent(void* event) const override {
+    auto* ev = static_cast<NpuEvent*>(event);
+    if (ev != nullptr && ev->recorded) {
+      check_stream_sync(make_stream(ev->device, ev->stream), "event synchronization");
+    } else {
+      check_not_capturing("event synchronization");
+    }
+  }
+  void synchronizeDevice(const c10::DeviceIndex device_index) const override {
+    check_device_sync(device_index < 0 ? current_device() : device_index,
+                      "device synchronization (torch.npu.synchronize)");
   }
   c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
     return device_capability(d.has_index() ? d.index() : current_device());
   }
-  bool isStreamCapturing(const c10::Stream& /*stream*/) const override { return active_capture() != nullptr; }
+  bool isStreamCapturing(const c10::Stream& stream) const override { return capture_id_of_stream(stream) != 0; }
   void recordDataPtrOnStream(const c10::DataPtr& /*data_ptr*/, const c10::Stream& /*stream*/) const override {
     // Memory is reused only after the host has finished every kernel that used it.
   }

@@ -5,7 +5,9 @@
 // kernel as CPU tensors (no copy), lets the CPU kernel allocate its outputs straight in
 // device memory, and hands the outputs back as npu tensors. Eager npu results are
 // therefore exactly the CPU results.
-#include "npu_runtime.h"
+#include "fallback.h"
+
+#include <ATen/SparseTensorImpl.h>
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
@@ -80,29 +82,47 @@ bool is_generator_type(const c10::TypePtr& type) {
 
 struct FallbackCall {
   const c10::OperatorHandle& op;
+  // npu tensors (strided) and the CPU aliases handed to the kernel.
   std::vector<std::pair<at::Tensor, at::Tensor>> npu_to_cpu;
+  // npu sparse tensors and the SparseCPU tensors over the aliases of their parts.
+  std::vector<std::pair<at::Tensor, at::Tensor>> sparse_to_cpu;
+  // cpu tensors and tensors of another npu device, with their argument index: checked
+  // against CUDA's rule once the operator's device is known.
+  std::vector<std::pair<size_t, at::Tensor>> foreign;
   c10::DeviceIndex device = -1;
+  size_t arg_index = 0;
 
   at::Tensor to_cpu(const at::Tensor& t) {
     if (!t.defined()) return t;
     if (t.device().type() != kNpu) {
-      TORCH_CHECK(t.device().is_cpu() && t.dim() == 0,
-                  "Expected all tensors to be on the same device, but got a ", t.device().str(),
-                  " tensor and npu tensors in ", op.schema().name(),
-                  ". Move the tensor to npu first, e.g. with .to('npu')");
+      foreign.emplace_back(arg_index, t);
       return t;
     }
     c10::DeviceIndex d = t.device().index();
     if (device < 0) {
       device = d;
-    } else {
-      TORCH_CHECK(d == device, "Expected all tensors to be on the same device, but found at least two "
-                  "devices, npu:", static_cast<int>(device), " and npu:", static_cast<int>(d), " (in ",
-                  op.schema().name(), "). Move them to one device with .to()");
+    } else if (d != device) {
+      foreign.emplace_back(arg_index, t);
     }
-    at::Tensor alias = cpu_alias(t);
-    npu_to_cpu.emplace_back(t, alias);
-    return alias;
+    return alias(t);
+  }
+
+  at::Tensor alias(const at::Tensor& t) {
+    if (t.layout() == at::kSparse) {
+      auto* impl = static_cast<at::SparseTensorImpl*>(t.unsafeGetTensorImpl());
+      at::Tensor cpu = make_sparse_over(c10::DispatchKey::SparseCPU, t, alias(impl->indices()), alias(impl->values()));
+      sparse_to_cpu.emplace_back(t, cpu);
+      return cpu;
+    }
+    TORCH_CHECK(t.layout() == at::kStrided, op.schema().name(), ": npu tensors of layout ", t.layout(),
+                " are not supported (npu supports strided and sparse COO tensors)");
+    if (t._is_zerotensor()) {
+      // Zero tensors have no memory: the kernel reads real zeros.
+      return at::zeros(t.sizes(), t.options().device(c10::kCPU));
+    }
+    at::Tensor cpu = cpu_alias(t);
+    npu_to_cpu.emplace_back(t, cpu);
+    return cpu;
   }
 
   at::Tensor to_npu(const at::Tensor& cpu, std::unordered_map<c10::StorageImpl*, c10::Storage>& adopted) {
@@ -110,10 +130,28 @@ struct FallbackCall {
     for (const auto& m : npu_to_cpu) {
       if (m.second.unsafeGetTensorImpl() == cpu.unsafeGetTensorImpl()) return m.first;
     }
+    if (cpu.layout() == at::kSparse) {
+      for (const auto& m : sparse_to_cpu) {
+        if (m.second.unsafeGetTensorImpl() == cpu.unsafeGetTensorImpl()) return m.first;
+      }
+      auto* impl = static_cast<at::SparseTensorImpl*>(cpu.unsafeGetTensorImpl());
+      at::Tensor indices = to_npu(impl->indices(), adopted);
+      at::Tensor values = to_npu(impl->values(), adopted);
+      return make_sparse_over(c10::DispatchKey::SparsePrivateUse1, cpu, indices, values);
+    }
+    TORCH_CHECK_NOT_IMPLEMENTED(cpu.layout() == at::kStrided, op.schema().name(), " makes a tensor of layout ",
+                                cpu.layout(), ": npu supports strided and sparse COO tensors; the compressed sparse "
+                                "layouts (CSR, CSC, BSR, BSC) and mkldnn tensors are not supported on npu. Keep "
+                                "such tensors on cpu.");
+    TORCH_CHECK_NOT_IMPLEMENTED(!cpu.is_quantized(), op.schema().name(), " makes a quantized tensor (",
+                                cpu.scalar_type(), "): quantized tensors are not supported on npu; keep them on cpu.");
+    if (cpu._is_zerotensor()) return make_npu_zero_tensor(cpu.sizes(), cpu.scalar_type(), device);
     c10::StorageImpl* s = cpu.storage().unsafeGetStorageImpl();
     for (const auto& m : npu_to_cpu) {
       if (m.second.storage().unsafeGetStorageImpl() == s) return npu_tensor_over(m.first.storage(), cpu);
     }
+    TORCH_CHECK(s->data_ptr().get() != nullptr || s->nbytes() == 0, op.schema().name(),
+                " returned a cpu tensor without memory, which cannot become an npu tensor");
     auto it = adopted.find(s);
     if (it == adopted.end()) it = adopted.emplace(s, adopt_storage(s, device)).first;
     return npu_tensor_over(it->second, cpu);
@@ -147,7 +185,18 @@ struct CurrentDeviceScope {
   c10::DeviceIndex previous;
 };
 
-void npu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+[[noreturn]] void report_missing_cpu_kernel(const c10::OperatorHandle& op) {
+  const bool cuda_only = op.hasKernelForDispatchKey(c10::DispatchKey::CUDA);
+  TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().name(), " is not supported on npu: the simulated npu runs each "
+                              "operator with its CPU kernel, and PyTorch has no CPU kernel for this one",
+                              cuda_only ? " (it exists only for CUDA)" : "",
+                              ". Run it on cpu tensors, or use an operator with a CPU kernel.");
+}
+
+}  // namespace
+
+void npu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  if (C10_UNLIKELY(in_bad_fork())) check_not_in_bad_fork();
   const auto& schema = op.schema();
   const auto& args = schema.arguments();
   const size_t num_args = args.size();
@@ -156,6 +205,7 @@ void npu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   for (size_t i = 0; i < num_args; ++i) {
     c10::IValue& iv = (*stack)[begin + i];
+    call.arg_index = i;
     if (iv.isTensor()) {
       iv = call.to_cpu(iv.toTensor());
     } else if (iv.isTensorList()) {
@@ -181,6 +231,7 @@ void npu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
   if (call.device < 0) call.device = current_device();
+  for (const auto& [index, tensor] : call.foreign) check_foreign_argument(op, index, tensor, call.device);
   for (size_t i = 0; i < num_args; ++i) {
     if (!is_generator_type(args[i].type())) continue;
     c10::IValue& iv = (*stack)[begin + i];
@@ -192,13 +243,18 @@ void npu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 
   CurrentDeviceScope device_scope(call.device);
-  if (active_capture() != nullptr) {
-    record_operator(op, stack, call.npu_to_cpu, call.device);
-    return;
-  }
-  {
+  if (active_capture() != nullptr && record_operator(op, stack, call.npu_to_cpu, call.device)) return;
+  const bool sparse = !call.sparse_to_cpu.empty() || ks.has(c10::DispatchKey::SparsePrivateUse1);
+  const c10::DispatchKeySet cpu_keys = sparse ? c10::DispatchKeySet({c10::DispatchKey::SparseCPU, c10::DispatchKey::CPU})
+                                              : c10::DispatchKeySet(c10::DispatchKey::CPU);
+  try {
     CpuAllocationRedirect redirect(call.device);
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    op.redispatchBoxed(cpu_keys, stack);
+  } catch (const c10::NotImplementedError&) {
+    if (!op.hasKernelForDispatchKey(sparse ? c10::DispatchKey::SparseCPU : c10::DispatchKey::CPU)) {
+      report_missing_cpu_kernel(op);
+    }
+    throw;
   }
   const size_t num_returns = schema.returns().size();
   const size_t ret_begin = stack->size() - num_returns;
@@ -219,9 +275,16 @@ void npu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const auto* alias = args[i].alias_info();
     if (alias == nullptr || !alias->isWrite()) continue;
     for (const auto& m : call.npu_to_cpu) propagate_resize(m.first, m.second, call.device);
+    for (const auto& m : call.sparse_to_cpu) {
+      auto* cpu_impl = static_cast<at::SparseTensorImpl*>(m.second.unsafeGetTensorImpl());
+      assign_sparse(m.first, m.second, call.to_npu(cpu_impl->indices(), adopted),
+                    call.to_npu(cpu_impl->values(), adopted));
+    }
     break;
   }
 }
+
+namespace {
 
 // ---- native kernels ------------------------------------------------------------
 
@@ -239,6 +302,7 @@ c10::DeviceIndex new_tensor_device(std::optional<at::Layout> layout, std::option
 at::Tensor npu_empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
                      std::optional<at::Device> device, std::optional<bool> pin_memory,
                      std::optional<at::MemoryFormat> memory_format) {
+  if (C10_UNLIKELY(in_bad_fork())) check_not_in_bad_fork();
   CurrentDeviceScope scope(new_tensor_device(layout, device, pin_memory));
   return at::detail::empty_generic(size, npu_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                    c10::dtype_or_default(dtype), memory_format);
@@ -247,6 +311,7 @@ at::Tensor npu_empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
 at::Tensor npu_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
                              std::optional<at::Layout> layout, std::optional<at::Device> device,
                              std::optional<bool> pin_memory) {
+  if (C10_UNLIKELY(in_bad_fork())) check_not_in_bad_fork();
   CurrentDeviceScope scope(new_tensor_device(layout, device, pin_memory));
   return at::detail::empty_strided_generic(size, stride, npu_allocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
@@ -256,9 +321,10 @@ at::Tensor npu_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std
 at::Tensor as_cpu_view(const at::Tensor& t) { return t.device().type() == kNpu ? cpu_alias(t) : t; }
 
 at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+  if (C10_UNLIKELY(in_bad_fork())) check_not_in_bad_fork();
   const bool crosses_host = self.device().type() != kNpu || dst.device().type() != kNpu;
   if (crosses_host) check_not_capturing("a copy between npu and host memory (.cpu(), .to('cpu'), .npu())");
-  if (active_capture() != nullptr) {
+  if (is_recording()) {
     // npu -> npu copy inside a capture: record it.
     at::Tensor src_alias = cpu_alias(self);
     at::Tensor dst_alias = cpu_alias(dst);
@@ -268,6 +334,7 @@ at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*n
   at::Tensor src_cpu = as_cpu_view(self);
   at::Tensor dst_cpu = as_cpu_view(dst);
   dst_cpu.copy_(src_cpu);
+  copy_backend_meta_if_absent(self, dst);
   return dst;
 }
 
@@ -370,6 +437,31 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // on every call); the CPU kernels, reached through the fallback, do not.
   m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&npu_fallback>());
   m.impl("smooth_l1_loss", torch::CppFunction::makeFromBoxedFunction<&npu_fallback>());
+}
+
+}  // namespace torch_npu
+
+namespace torch_npu {
+
+// Operators with both a CPU kernel and a generic composite one: npu would otherwise get
+// the composite (for native_group_norm/native_layer_norm a different formula, off by more
+// than the reduced-precision tolerance), while npu promises the CPU kernel's results.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    auto op = dispatcher.findOp(name);
+    if (!op.has_value() || !op->hasKernelForDispatchKey(c10::DispatchKey::CPU)) continue;
+    if (op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+    if (!op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) &&
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
+      continue;
+    }
+    std::string qualified = name.name.substr(6);
+    if (!name.overload_name.empty()) qualified += "." + name.overload_name;
+    m.impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&npu_fallback>());
+  }
 }
 
 }  // namespace torch_npu

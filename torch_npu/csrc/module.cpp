@@ -1,7 +1,8 @@
 // Python bindings of the simulated NPU runtime (torch_npu._C). Importing the module
 // registers the backend (hooks, allocator redirect); the device itself initialises on
 // first use.
-#include "npu_runtime.h"
+#include "fallback.h"
+#include "npu_graph.h"
 
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
@@ -130,16 +131,14 @@ py::list device_model_archs() {
   return out;
 }
 
+// Runs a host kernel now, or records it while the current stream is being captured
+// (replay then calls it with the very same argument tuple).
 void launch_host_kernel(py::function fn, py::args args) {
-  if (active_capture() == nullptr) {
+  if (!is_recording()) {
     fn(*args);
     return;
   }
-  auto held = std::make_shared<std::pair<py::function, py::args>>(fn, args);
-  record_host_call([held]() {
-    py::gil_scoped_acquire gil;
-    held->first(*held->second);
-  });
+  record_python_call(fn.ptr(), args.ptr());
 }
 
 }  // namespace
@@ -153,6 +152,9 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_init", &lazy_init);
   m.def("_is_initialized", &is_initialized);
+  m.def("_is_in_bad_fork", &in_bad_fork);
+  m.def("_get_npu_format", [](const at::Tensor& t) { return npu_format_of(t); });
+  m.def("_set_npu_format", [](const at::Tensor& t, int64_t format) { set_npu_format(t, format); });
   m.def("_device_count", []() { return static_cast<int64_t>(device_count()); });
   m.def("_get_device", []() { return static_cast<int64_t>(current_device()); });
   m.def("_set_device", [](int64_t i) {
@@ -168,8 +170,7 @@ PYBIND11_MODULE(_C, m) {
     return old;
   });
   m.def("_synchronize", [](int64_t i) {
-    resolve_device_index(i);
-    check_not_capturing("device synchronization (torch.npu.synchronize)");
+    check_device_sync(resolve_device_index(i), "device synchronization (torch.npu.synchronize)");
   });
   m.def("_device_properties", &device_properties);
   m.def("_device_model_names", &device_model_names);
@@ -210,6 +211,15 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_is_current_stream_capturing", []() { return active_capture() != nullptr; });
   m.def("_launch_host_kernel", &launch_host_kernel);
+  // The graph trees' check, on every replay, that borrowed inputs sit where they were captured.
+  m.def("_data_ptrs_equal", [](py::list args, const std::vector<int64_t>& indices, const std::vector<int64_t>& ptrs) {
+    for (size_t k = 0; k < indices.size(); ++k) {
+      PyObject* item = PyList_GET_ITEM(args.ptr(), indices[k]);
+      if (!THPVariable_Check(item)) return false;
+      if (reinterpret_cast<int64_t>(THPVariable_Unpack(item).data_ptr()) != ptrs[k]) return false;
+    }
+    return true;
+  });
   m.def("_graph_pool_handle", &graph_pool_handle);
   m.def("_event_elapsed_time", [](py::object start, py::object end) {
     auto a = start.attr("event_id").cast<uintptr_t>();
@@ -218,12 +228,27 @@ PYBIND11_MODULE(_C, m) {
     return event_elapsed_ms(reinterpret_cast<void*>(a), reinterpret_cast<void*>(b));
   });
 
+  // The graph's own calls manage the GIL: they wait for each other without holding it.
   py::class_<NpuGraph>(m, "_Graph")
       .def(py::init<>())
-      .def("capture_begin", &NpuGraph::capture_begin, py::arg("pool") = 0)
+      .def("capture_begin", &NpuGraph::capture_begin, py::arg("pool") = 0,
+           py::arg("capture_error_mode") = "global")
+      .def("check_begin",
+           [](NpuGraph& g, py::function callback) {
+             // Released with the GIL held, whichever thread drops the last reference.
+             std::shared_ptr<py::function> held(new py::function(std::move(callback)), [](py::function* f) {
+               py::gil_scoped_acquire gil;
+               delete f;
+             });
+             g.check_begin([held](const CaptureProblem& p) {
+               py::gil_scoped_acquire gil;
+               (*held)(p.kind, p.op, p.detail);
+             });
+           })
       .def("capture_end", &NpuGraph::capture_end)
-      .def("replay", &NpuGraph::replay, py::call_guard<py::gil_scoped_release>())
+      .def("replay", &NpuGraph::replay)
       .def("reset", &NpuGraph::reset)
       .def("pool", &NpuGraph::pool)
-      .def("num_nodes", &NpuGraph::num_nodes);
+      .def("num_nodes", &NpuGraph::num_nodes)
+      .def("num_kernel_launches", &NpuGraph::num_kernel_launches);
 }

@@ -127,8 +127,6 @@ int64_t pool_use_count(int64_t pool);
 int64_t exchange_thread_pool(int64_t pool);
 // The same for one device only (use_mem_pool(pool, device)); returns (pool, device) before.
 std::pair<int64_t, int64_t> exchange_thread_pool_for_device(int64_t pool, int64_t device);
-// Sets the pool of the graph being captured (process-wide); returns the previous one.
-int64_t exchange_capture_pool(int64_t pool);
 // While set on this thread, device allocations are drawn from this pool.
 struct PoolAllocationScope {
   explicit PoolAllocationScope(int64_t pool);
@@ -159,15 +157,35 @@ c10::Stream current_stream(c10::DeviceIndex device);
 double event_elapsed_ms(void* start, void* end);
 
 // ---- graph capture -------------------------------------------------------
+// A capture belongs to a stream: work queued on a stream being captured (by any thread,
+// e.g. autograd's device threads running a backward on its forward's stream) is recorded
+// instead of run; work on other streams runs. See graph.cpp.
 class GraphCapture;
-GraphCapture* active_capture();  // capture in progress on this thread, or nullptr
-// Raises (and aborts the active capture) if a capture is in progress.
+// The capture of this thread's current stream on the current device (recording or
+// checking), or nullptr.
+std::shared_ptr<GraphCapture> active_capture();
+// True when work queued now would be recorded (a capture that is not a check run).
+bool is_recording();
+// The graph pool allocations on `device` are drawn from now (0: the ordinary cache).
+int64_t capture_pool_for_allocation(c10::DeviceIndex device);
+// Called before anything that makes the host wait for the device: raises (aborting the
+// capture of the waited-for stream) where the capture rules forbid it.
 void check_not_capturing(const char* what);
+// The same for a wait on `stream`, and on every stream of `device` (torch.npu.synchronize()).
+void check_stream_sync(const c10::Stream& stream, const char* what);
+void check_device_sync(c10::DeviceIndex device, const char* what);
+// Events: an event recorded on a capturing stream carries the capture's id; a stream
+// that waits on it joins that capture (fork/join of side streams, as on CUDA).
+uint64_t capture_id_of_stream(const c10::Stream& stream);
+void join_capture(uint64_t capture_id, const c10::Stream& stream);
+bool is_capture_underway(uint64_t capture_id);
 
 // Records a boxed operator call into the active capture. `stack` holds the arguments
 // with npu tensors already replaced by their CPU aliases; on return it holds the
 // operator's outputs (npu tensors from the graph's pool), computed without running.
-void record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+// Returns false (recording nothing) when the active capture is a check run: the caller
+// then runs the operator.
+bool record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                      const std::vector<std::pair<at::Tensor, at::Tensor>>& npu_to_cpu,
                      c10::DeviceIndex device);
 // Records a host call into the active capture; `keep` are the npu tensors it uses.
@@ -185,32 +203,5 @@ const at::Generator& default_generator(c10::DeviceIndex device);
 at::Generator new_generator(c10::DeviceIndex device);
 // The CPU generator whose state backs an npu generator.
 at::Generator backing_cpu_generator(const at::Generator& npu_gen);
-
-}  // namespace torch_npu
-
-namespace torch_npu {
-
-// A recorded sequence of npu work that can be replayed on the same memory.
-class NpuGraph {
- public:
-  NpuGraph();
-  ~NpuGraph();
-  void capture_begin(int64_t pool);
-  void capture_end();
-  void replay();
-  void reset();
-  int64_t pool() const { return pool_; }
-  size_t num_nodes() const { return nodes_.size(); }
-
- private:
-  std::unique_ptr<GraphCapture> capture_;
-  std::vector<std::function<void()>> nodes_;
-  std::vector<at::Tensor> keep_alive_;
-  std::string abort_reason_;
-  int64_t pool_ = 0;
-  bool captured_ = false;
-};
-
-int64_t graph_pool_handle();
 
 }  // namespace torch_npu

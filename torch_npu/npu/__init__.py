@@ -98,6 +98,12 @@ _INDUCTOR_CODEGEN_NAMES = frozenset({"Scheduling", "PythonWrapperCodegen", "CppW
 
 
 def __getattr__(name: str) -> Any:
+    if name == "graphs":  # torch.npu.graphs.capture_report, as torch.cuda.graphs is reachable
+        return importlib.import_module(f"{__name__}.graphs")
+    if name == "_initialized":
+        # torch.utils.checkpoint reads device_module._initialized (torch.cuda's flag) to decide
+        # whether to save and restore the device RNG around a recomputation.
+        return is_initialized()
     submodule = _LAZY_NAMES.get(name)
     if submodule is not None:
         try:

@@ -50,7 +50,11 @@ def is_initialized() -> bool:
 
 
 def init() -> None:
-    """Initialize the runtime now. Idempotent; normally first use does it."""
+    """Initialize the runtime now. Idempotent; normally first use does it.
+
+    In a process forked from one that had initialised npu this raises, telling to use
+    the ``spawn`` start method, as ``torch.cuda.init()`` does.
+    """
     _C._init()
 
 
@@ -58,10 +62,9 @@ _lazy_init = init
 
 
 def _is_in_bad_fork() -> bool:
-    # ``torch.manual_seed`` asks this before seeding custom devices. The simulated
-    # runtime keeps its state in ordinary host memory without driver threads, so a
-    # forked child can keep using it.
-    return False
+    """True in a process forked from one that had initialised npu, as for CUDA: such a
+    child cannot use npu (``torch.manual_seed`` asks this before seeding npu)."""
+    return _C._is_in_bad_fork()
 
 
 def current_device() -> int:

@@ -3,15 +3,26 @@
 This is the ``torch.cuda.graphs`` surface for the npu device (``NPUGraph``, the
 ``graph`` context manager, ``graph_pool_handle``, ``is_current_stream_capturing``,
 ``make_graphed_callables``) over the runtime's ``torch_npu._C._Graph``. The semantics
-follow the CUDA twins: while a stream captures, the work queued on it is recorded and not
-run; memory allocated during capture belongs to the graph's pool and keeps its address
-until ``reset()``; ``replay()`` runs the recorded work on that same memory.
+follow the CUDA twins: a capture belongs to a stream; the work queued on it (by any
+thread: autograd runs a backward on its forward's stream) is recorded and not run, while
+other streams and threads keep running theirs; memory allocated during capture belongs to
+the graph's pool and keeps its address until ``reset()``; ``replay()`` runs the recorded
+work on that same memory. ``capture_error_mode`` decides, as on CUDA, where host syncs
+outside the captured stream are refused while a capture is underway.
+
+``capture_report(step, *args)`` runs a step once under the capture rules without
+aborting, and lists every operation that would break a capture, each with its Python
+stack: the tool to reach for when a graph backend says a graph runs uncaptured.
 
 ``torch.npu`` re-exports these names lazily, so importing the device module does not
 load this file.
 """
 from __future__ import annotations
 
+import dataclasses
+import os
+import sys
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -26,12 +37,20 @@ __all__ = [
     "NPUGraph",
     "graph",
     "make_graphed_callables",
+    "capture_report",
+    "CaptureReport",
+    "CaptureProblem",
 ]
 
-# torch.cuda accepts these capture modes; the simulated runtime has a single capture
-# mode (a host sync on the capturing stream is always an error), so the value is
-# validated for compatibility and otherwise has no effect.
+# As CUDA's cudaStreamCaptureMode: a host wait on the captured stream's own work always
+# aborts the capture; other host syncs are refused on every thread ("global"), on the
+# capturing thread only ("thread_local"), or nowhere ("relaxed").
 _CAPTURE_ERROR_MODES = ("global", "thread_local", "relaxed")
+
+
+# True when every tensor ``args[indices[k]]`` has data pointer ``ptrs[k]``: the graph trees'
+# per-replay check that borrowed inputs are where they were captured, in one C++ loop.
+_data_ptrs_equal = _C._data_ptrs_equal
 
 
 def is_current_stream_capturing() -> bool:
@@ -59,16 +78,21 @@ class NPUGraph(_C._Graph):
         """Start capturing the work queued on the current stream into this graph.
 
         ``pool`` (from :func:`graph_pool_handle` or another graph's :meth:`pool`) makes
-        this capture allocate from that pool instead of a private one.
+        this capture allocate from that pool instead of a private one. The current stream
+        must not be the default stream.
         """
         if capture_error_mode not in _CAPTURE_ERROR_MODES:
             raise ValueError(
                 f"capture_error_mode must be one of {_CAPTURE_ERROR_MODES}, got {capture_error_mode!r}"
             )
-        super().capture_begin(pool=0 if pool is None else int(pool))
+        super().capture_begin(pool=0 if pool is None else int(pool), capture_error_mode=capture_error_mode)
 
     def capture_end(self) -> None:
-        """End the capture; after this, :meth:`replay` may be called."""
+        """End the capture; after this, :meth:`replay` may be called.
+
+        Raises if the capture was aborted (say, by a host sync): the graph then holds
+        nothing and its pool is returned.
+        """
         super().capture_end()
 
     def replay(self) -> None:
@@ -94,12 +118,13 @@ class graph:
 
     If the body raises (for instance a host sync such as ``.item()``), the capture is
     closed and its partial recording dropped before the exception leaves the ``with``
-    block; the stream is usable afterwards.
+    block; the stream is usable afterwards. If the capture was aborted but the body went
+    on (it caught the error), leaving the block raises.
 
-    The runtime records the npu work queued by the capturing thread, on any stream (so
-    work forked to a side stream and joined back with events is captured in order).
-    Autograd runs npu backward nodes on its own thread, so ``torch.autograd.grad`` inside
-    this block is not captured; :func:`make_graphed_callables` captures backwards.
+    The capture records the work queued on the capture stream, and on side streams that
+    joined it by waiting on an event recorded on it (fork/join as on CUDA). A backward run
+    inside the block (``torch.autograd.grad``) is recorded too: autograd's device thread
+    runs each backward node on the stream its forward ran on.
     """
 
     # One side stream per device, created on first use (creating it at import would
@@ -143,7 +168,11 @@ class graph:
             if self._capturing:
                 self._capturing = False
                 if exc_type is None:
-                    self.npu_graph.capture_end()
+                    try:
+                        self.npu_graph.capture_end()
+                    except BaseException:
+                        self.npu_graph.reset()
+                        raise
                 else:
                     # A host sync has already aborted the capture in the runtime; any
                     # other exception leaves it open. Either way: close it, drop what
@@ -302,35 +331,6 @@ def make_graphed_callables(
     return ret[0] if just_one_callable else tuple(ret)
 
 
-class _CaptureBackward(torch.autograd.Function):
-    """Identity whose backward captures the rest of the backward into ``npu_graph``.
-
-    A capture belongs to the thread that begins it, and autograd runs npu backward
-    nodes on its own device thread, so a capture begun around ``torch.autograd.grad``
-    would record none of the backward. This node is the first one the backward runs:
-    it begins the capture there and queues the end of the capture as a callback of the
-    backward pass, which autograd runs on the thread finishing the pass.
-    """
-
-    @staticmethod
-    def forward(ctx: Any, npu_graph: NPUGraph, pool: int, state: dict, *outputs: Tensor) -> tuple[Tensor, ...]:
-        ctx.npu_graph, ctx.pool, ctx.state = npu_graph, pool, state
-        return tuple(o.view_as(o) for o in outputs)
-
-    @staticmethod
-    def backward(ctx: Any, *grads: Tensor) -> tuple[Any, ...]:
-        npu_graph, state = ctx.npu_graph, ctx.state
-
-        def end_capture() -> None:
-            if _C._is_current_stream_capturing():
-                npu_graph.capture_end()
-                state["ended"] = True
-
-        npu_graph.capture_begin(ctx.pool)
-        torch.autograd.Variable._execution_engine.queue_callback(end_capture)
-        return (None, None, None, *grads)
-
-
 def _capture_backward(
     bwd_graph: NPUGraph,
     pool: int,
@@ -339,28 +339,20 @@ def _capture_backward(
     grad_outputs: tuple[Tensor, ...],
     allow_unused: bool,
 ) -> tuple[Tensor | None, ...]:
-    """Capture the backward from ``outputs`` to ``inputs`` into ``bwd_graph``."""
-    state = {"ended": False}
-    torch.npu.synchronize()
-    marked = _CaptureBackward.apply(bwd_graph, pool, state, *outputs)
-    try:
-        grads = torch.autograd.grad(
-            outputs=marked,
+    """Capture the backward from ``outputs`` to ``inputs`` into ``bwd_graph``.
+
+    ``outputs`` were produced by a captured forward on the shared capture stream, so
+    autograd's device thread runs their backward on that stream, which this capture
+    records.
+    """
+    with graph(bwd_graph, pool=pool):
+        return torch.autograd.grad(
+            outputs=outputs,
             inputs=inputs,
             grad_outputs=grad_outputs,
             only_inputs=True,
             allow_unused=allow_unused,
         )
-    except BaseException:
-        # An aborted capture was ended by the runtime; drop whatever was recorded.
-        bwd_graph.reset()
-        raise
-    if not state["ended"]:
-        bwd_graph.reset()
-        raise RuntimeError(
-            "make_graphed_callables: the backward capture did not end on the thread that began it"
-        )
-    return grads
 
 
 def _make_graphed_autograd_function(
@@ -415,3 +407,83 @@ def _make_graphed_forward(
 
     return new_fwd
 
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptureProblem:
+    """One operation of a step that an NPU graph capture could not record."""
+
+    kind: str  # "host sync", "dynamic output shape", "unsupported op", "host value"
+    op: str  # the operator or call
+    detail: str  # what the capture would have raised
+    stack: tuple[traceback.FrameSummary, ...]  # where the step issued it
+
+    def __str__(self) -> str:
+        where = "".join(traceback.format_list(list(self.stack[-4:]))).rstrip()
+        return f"{self.kind}: {self.op}\n{where}"
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptureReport:
+    """What :func:`capture_report` found: the problems, in order, and the step's result."""
+
+    problems: tuple[CaptureProblem, ...]
+    result: Any
+
+    @property
+    def capturable(self) -> bool:
+        return not self.problems
+
+    def __str__(self) -> str:
+        if not self.problems:
+            return "The step can be captured into an NPU graph: no operation breaks capture."
+        lines = [f"{len(self.problems)} operation(s) of the step would break an NPU graph capture:"]
+        for i, problem in enumerate(self.problems, 1):
+            lines.append(f"{i}. {problem}")
+        return "\n".join(lines)
+
+
+# Innermost frames inside torch or torch_npu are how an op was reached, not where the step
+# issued it: they are trimmed from the reported stacks.
+_LIBRARY_DIRS = tuple(
+    os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (torch, sys.modules["torch_npu"])
+)
+
+
+def _user_stack(frames: list[traceback.FrameSummary]) -> tuple[traceback.FrameSummary, ...]:
+    end = len(frames)
+    while end > 0 and os.path.abspath(frames[end - 1].filename).startswith(_LIBRARY_DIRS):
+        end -= 1
+    return tuple(frames[:end] if end else frames)
+
+
+def capture_report(step: Callable[..., Any], *args: Any, stream: torch.Stream | None = None, **kwargs: Any) -> CaptureReport:
+    """Run ``step(*args, **kwargs)`` once under NPU graph capture rules, without capturing.
+
+    The step runs for real (its result is ``report.result``) on a side stream, as it would
+    run inside ``torch.npu.graph``; every operation that would make a capture fail -- a host
+    sync (``.item()``, ``.cpu()``, ``torch.npu.synchronize()``, a copy from a cpu tensor), an
+    operator whose output shape depends on its values (``nonzero``, boolean masks) or that
+    has no shape function, an operator returning a host value -- is listed with the Python
+    stack that issued it, instead of aborting at the first one. ``print(report)`` shows them.
+    """
+    if stream is None:
+        index = torch.npu.current_device()
+        streams = graph.default_capture_streams
+        if index not in streams:
+            streams[index] = torch.npu.Stream(device=index)
+        stream = streams[index]
+    problems: list[CaptureProblem] = []
+
+    def collect(kind: str, op: str, detail: str) -> None:
+        problems.append(CaptureProblem(kind, op, detail, _user_stack(traceback.extract_stack()[:-1])))
+
+    checker = _C._Graph()
+    torch.npu.synchronize()
+    with torch.npu.stream(stream):
+        checker.check_begin(collect)
+        try:
+            result = step(*args, **kwargs)
+        finally:
+            checker.capture_end()
+    return CaptureReport(tuple(problems), result)

@@ -24,6 +24,8 @@ from typing import Any
 # Op family modules under torch_npu.ops, in registration order.
 FAMILIES: tuple[str, ...] = (
     "fusion_attention",
+    "inference_attention",
+    "format_cast",
     "norms",
     "rotary",
     "activations",

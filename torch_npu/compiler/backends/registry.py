@@ -24,7 +24,7 @@ from typing import Any, Callable
 IMPLEMENTATIONS = {
     "npu": "torch_npu.compiler.backends.npu",
     "npugraph_ex": "torch_npu.compiler.backends.npugraph_ex",
-    "npugraphs": "torch_npu.compiler.npugraphs",
+    "npugraphs": "torch_npu.compiler.backends.npugraphs",
 }
 
 

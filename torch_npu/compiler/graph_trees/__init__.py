@@ -1,9 +1,9 @@
 """NPU graph trees: warm-up, record and replay of compiled ATen graphs on the npu device.
 
 ``npugraphify`` wraps one AOT-compiled graph; ``reset`` frees every recorded graph. The
-``npugraphs`` backend (``torch_npu.compiler.npugraphs_backend``) and npugraph_ex capture
-build on these. Names load on first use (PEP 562), so importing one submodule (say, the
-reduce-overhead notice the Inductor registration uses) does not load the trees.
+``npugraphs`` backend (``torch_npu.compiler.backends.npugraphs``), npugraph_ex capture and
+``mode="reduce-overhead"`` build on these; the trees import none of them. Names load on
+first use (PEP 562), so importing one submodule does not load the trees.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ _NAMES = {
     "npugraphify": "wrap",
 }
 
-__all__ = [*_NAMES, "npugraphs", "reset"]
+__all__ = [*_NAMES, "reset"]
 
 
 def __getattr__(name: str) -> Any:
@@ -32,13 +32,6 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(f"{__name__}.{submodule}"), name)
     globals()[name] = value
     return value
-
-
-def npugraphs(gm: Any, example_inputs: list[Any], **kwargs: Any) -> Any:
-    """The ``npugraphs`` backend; see ``torch_npu.compiler.npugraphs_backend``."""
-    from torch_npu.compiler.npugraphs_backend import npugraphs_backend
-
-    return npugraphs_backend(gm, example_inputs, **kwargs)
 
 
 def reset() -> None:

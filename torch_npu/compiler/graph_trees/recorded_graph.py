@@ -18,6 +18,7 @@ import weakref
 from typing import Any, Callable
 
 import torch
+from torch.npu.graphs import _data_ptrs_equal
 
 
 def _placeholder_like(x: torch.Tensor) -> torch.Tensor:
@@ -46,6 +47,8 @@ class RecordedGraph:
         self.placeholders = placeholders
         self.borrowed_idxs = borrowed_idxs
         self.borrowed_ptrs = tuple(placeholders[i].data_ptr() for i in borrowed_idxs)
+        self._borrowed_idx_list = list(borrowed_idxs)
+        self._borrowed_ptr_list = list(self.borrowed_ptrs)
         self.copied_idxs = copied_idxs
         self.writeback_idxs = writeback_idxs
         self.static_outputs = static_outputs
@@ -111,7 +114,7 @@ class RecordedGraph:
 
     def matches(self, args: list[Any]) -> bool:
         """True if every borrowed input is passed at the address it was captured at."""
-        return all(args[i].data_ptr() == p for i, p in zip(self.borrowed_idxs, self.borrowed_ptrs))
+        return _data_ptrs_equal(args, self._borrowed_idx_list, self._borrowed_ptr_list)
 
     def has_live_aliases(self) -> bool:
         """True if tensors saved for a backward by the last run are still referenced."""

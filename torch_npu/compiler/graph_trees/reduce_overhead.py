@@ -1,51 +1,124 @@
-"""What ``torch.compile(mode="reduce-overhead")`` does on npu tensors: warn, once.
+"""``torch.compile(mode="reduce-overhead")`` on npu: Inductor's kernels replayed from NPU graph trees.
 
-The mode asks Inductor for CUDA graph trees, which are CUDA-only: on npu, Inductor drops
-them (logging only under the ``cudagraphs`` artifact), so the program runs without any
-graph capture and nobody is told. Routing Inductor's output through NPU graph trees would
-mean replacing Inductor's cudagraph wrapping, which no extension point allows; so the
-user is told, once per process, and pointed at ``backend="npugraphs"``.
+The mode turns on ``torch._inductor.config.triton.cudagraphs``. Inductor then wraps every
+compiled graph in its CUDA graph trees, which are CUDA-only: for any other device it
+records "multiple devices" as the reason not to, and runs the graph without capture.
+PyTorch 2.13 offers a slot for another graph implementation,
+``torch._inductor.config.cudagraph_policy`` (a ``CUDAGraphPolicy``); ``NpuGraphPolicy``
+fills it:
 
-``ReduceOverheadNotice`` is an Inductor custom pass for the npu device (registered with
-``register_backend_for_device(..., device_custom_pass=...)``): it runs for every npu
-graph Inductor compiles, changes nothing, and emits the warning when the compile has the
-mode's ``triton.cudagraphs`` setting on.
+* ``should_wrap(compiled_graph)``: False for graphs on npu (Inductor's own cudagraph
+  wrapping must not touch them), otherwise what the policy that was there before says
+  (``True`` for the stock behaviour).
+* ``wrap_output(output_code)``: called on every ``CompiledFxGraph`` after its
+  ``post_compile`` -- on a fresh compile, on an FX-graph-cache hit (both in
+  ``_compile_fx_inner``) and on an AOT-autograd-cache hit
+  (``FxGraphCacheLoadable.post_compile``). For an npu graph compiled under the mode it
+  replaces ``current_callable`` by a ``GraphFunction`` of the NPU graph trees: warm-up,
+  record, replay, exactly as ``backend="npugraphs"`` does with eager ATen graphs, but
+  recording Inductor's fused kernels. Other graphs go to the previous policy, or are
+  returned unchanged.
+* ``cudagraphify``: never called for npu graphs (Inductor disabled its own path for them);
+  for others it delegates to the previous policy or to Inductor's ``cudagraphify``.
+
+What the trees learn from the compiled graph: forward/backward/inference
+(``fx_kwargs``), the parameters and buffers (``static_input_idxs``: borrowed at their
+address, never copied), the inputs it mutates (``mutated_input_idxs``: written back when
+the graph worked on a copy), and, on a fresh compile, which forward outputs are the
+user's (AOT autograd's metadata; the rest are activations for the backward, handed out as
+aliases of graph memory). Reasons Inductor gives against capture other than "not CUDA"
+(cpu tensors in the graph, several devices, dynamic shapes under
+``cudagraph_skip_dynamic_graphs``) make the graph run uncaptured, with one log line.
+
+Installation: the slot is one global value, but a config assignment is per thread (a
+context variable), and Inductor compiles a lazy backward on autograd's device thread; so
+the policy is installed as the entry's default (``torch_npu._patches.
+inductor_cudagraph_policy_default``), where every thread sees it.
 """
 from __future__ import annotations
 
-import warnings
+import logging
+from typing import Any
 
-import torch
-from torch._inductor.custom_graph_pass import CustomGraphModulePass
+from torch._inductor.cudagraph_utils import CUDAGraphPolicy
 
-MESSAGE = (
-    "torch.compile(mode='reduce-overhead') runs without graph capture on npu tensors: "
-    "Inductor's CUDA graph trees are CUDA-only. For NPU graphs use "
-    "torch.compile(model, backend='npugraphs') (with torch_npu.npu.mark_step_begin() "
-    "in training loops)."
-)
+log = logging.getLogger(__name__)
 
-_warned = False
+DEVICE_TYPE = "npu"
 
 
-def warn_once_if_reduce_overhead() -> bool:
-    """Warn (once per process) if the Inductor compile under way asked for cudagraphs."""
-    global _warned
-    from torch._inductor import config
-
-    if _warned or not config.triton.cudagraphs:
-        return False
-    _warned = True
-    warnings.warn(MESSAGE, UserWarning, stacklevel=2)
-    return True
+def _is_npu_graph(output_code: Any) -> bool:
+    return DEVICE_TYPE in getattr(output_code, "device_types", ())
 
 
-class ReduceOverheadNotice(CustomGraphModulePass):
-    """A no-op npu custom pass whose only effect is ``warn_once_if_reduce_overhead``."""
+def capture_blocker(compiled_graph: Any) -> str | None:
+    """Why Inductor's compiled npu graph cannot run as one NPU graph, or None."""
+    device_types = set(compiled_graph.device_types)
+    if "cpu" in device_types:
+        reason = compiled_graph.disabled_cudagraphs_reason or ""
+        detail = f" ({reason.strip()})" if "cpu device" in reason else ""
+        return "the graph uses cpu tensors (cpu work is not recorded and would not re-run at replay)" + detail
+    others = device_types - {DEVICE_TYPE}
+    if others:
+        return f"the graph uses non-npu devices {sorted(others)}"
+    if len(compiled_graph.device_idxs) > 1:
+        return f"the graph spans several npu devices {sorted(compiled_graph.device_idxs)}"
+    reason = compiled_graph.disabled_cudagraphs_reason or ""
+    if reason and not reason.startswith("skipping cudagraphs due to multiple devices"):
+        # Inductor's own reasons (symbolic shapes under cudagraph_skip_dynamic_graphs,
+        # an incompatible op): the same rules as on CUDA.
+        return reason.strip()
+    return None
 
-    def __call__(self, gm: torch.fx.GraphModule) -> None:
-        warn_once_if_reduce_overhead()
 
-    def uuid(self) -> str:
-        # Constant: the pass never changes the graph, so it must not split the cache.
-        return "torch_npu.reduce_overhead_notice.v1"
+class NpuGraphPolicy(CUDAGraphPolicy):
+    """The ``cudagraph_policy`` that records npu graphs into NPU graph trees; see the module docstring."""
+
+    def __init__(self, previous: CUDAGraphPolicy | None = None):
+        self.previous = previous
+
+    def should_wrap(self, compiled_graph: Any) -> bool:
+        if _is_npu_graph(compiled_graph):
+            return False
+        return self.previous.should_wrap(compiled_graph) if self.previous is not None else True
+
+    def cudagraphify(self, model: Any, example_inputs: Any, static_input_idxs: Any, **kwargs: Any) -> Any:
+        if self.previous is not None:
+            return self.previous.cudagraphify(model, example_inputs, static_input_idxs, **kwargs)
+        return super().cudagraphify(model, example_inputs, static_input_idxs, **kwargs)
+
+    def wrap_output(self, output_code: Any) -> Any:
+        if not _is_npu_graph(output_code):
+            return self.previous.wrap_output(output_code) if self.previous is not None else output_code
+        from torch._inductor import config
+
+        if not config.triton.cudagraphs or getattr(output_code, "current_callable", None) is None:
+            return output_code
+        output_code.current_callable = _npugraphify(output_code)
+        return output_code
+
+
+def _npugraphify(compiled_graph: Any) -> Any:
+    from torch_npu.compiler.graph_trees.tree_manager import CompilationMode, GraphFunction, get_manager
+    from torch_npu.compiler.graph_trees.wrap import aot_num_user_outputs
+
+    fx_kwargs = compiled_graph.fx_kwargs
+    if fx_kwargs.get("is_backward"):
+        mode, static, num_user_outputs = CompilationMode.BACKWARD, set(), None
+    else:
+        mode = CompilationMode.INFERENCE if fx_kwargs.get("is_inference") else CompilationMode.FORWARD
+        static = set(fx_kwargs.get("static_input_idxs") or ())
+        num_user_outputs = aot_num_user_outputs() if mode is CompilationMode.FORWARD else None
+    reason = capture_blocker(compiled_graph)
+    device_index = next(iter(compiled_graph.device_idxs), 0) if reason is None else 0
+    key = getattr(compiled_graph, "_fx_graph_cache_key", None) or ""
+    return GraphFunction(
+        get_manager(device_index or 0),
+        compiled_graph.current_callable,
+        mode=mode,
+        static_input_idxs=static,
+        mutated_input_idxs=set(compiled_graph.mutated_input_idxs),
+        num_user_outputs=num_user_outputs,
+        name=f"reduce-overhead {key[:12]}".rstrip(),
+        disabled_reason=reason,
+    )

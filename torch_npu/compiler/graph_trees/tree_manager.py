@@ -16,14 +16,18 @@ Learned from ``torch/_inductor/cudagraph_trees.py`` (CUDA only), rewritten for n
   same step (``mark_step_begin`` starts a new one) is not overwritten: a sibling graph is
   recorded for the next call, as CUDA trees record a new child; across steps, or past
   the sibling limit, the waiting activations are moved to fresh memory before replay;
+* each new input signature records new graphs; past
+  ``torch._inductor.config.triton.cudagraph_dynamic_shape_warn_limit`` signatures of one
+  compiled function the trees log the warning CUDA graph trees log;
 * whatever cannot be captured (a host sync, a data-dependent shape, cpu tensors) runs
-  eagerly, with one warning per compiled graph naming the reason.
+  uncaptured, with one log line per compiled graph naming the reason and pointing to
+  ``torch.npu.graphs.capture_report``, which lists every offending op of a step.
 """
 from __future__ import annotations
 
 import enum
+import logging
 import threading
-import warnings
 import weakref
 from typing import Any, Callable
 
@@ -32,6 +36,8 @@ import torch
 from torch_npu.npu import _graph_step_state
 
 from .recorded_graph import RecordedGraph
+
+log = logging.getLogger(__name__)
 
 # Siblings recorded for one signature before falling back to moving live activations:
 # enough for a few gradient-accumulation micro-batches without unbounded memory.
@@ -44,13 +50,13 @@ class CompilationMode(enum.Enum):
     INFERENCE = "inference"
 
 
-def _signature(args: list[Any], skip: set[int]) -> tuple:
-    # Static inputs (parameters, buffers) are left out: Dynamo guards their metadata, and
-    # their addresses are checked by RecordedGraph.matches; this runs on every call.
+def _signature(args: list[Any], indices: list[int]) -> tuple:
+    # Only the inputs at `indices`: static inputs (parameters, buffers) are left out, since
+    # Dynamo guards their metadata and RecordedGraph.matches checks their addresses; this
+    # runs on every call.
     key = []
-    for i, a in enumerate(args):
-        if i in skip:
-            continue
+    for i in indices:
+        a = args[i]
         if isinstance(a, torch.Tensor):
             key.append((a.shape, a.stride(), a.dtype, a.device))
         elif isinstance(a, (int, float, bool, str)) or a is None:
@@ -69,6 +75,9 @@ class TreeManager:
         self._stream: torch.Stream | None = None
         # Storage data pointers of recorded graphs' outputs -> number of graphs owning them.
         self._owned: dict[int, int] = {}
+        # Data pointers of the static inputs (parameters, buffers) forwards were recorded
+        # with: a backward borrows them too instead of copying them at every replay.
+        self._static_ptrs: set[int] = set()
         # Weak: a compiled function dropped by Dynamo's caches takes its graphs with it.
         self._functions: weakref.WeakSet[GraphFunction] = weakref.WeakSet()
         self.stats = {"warmups": 0, "records": 0, "replays": 0, "eager_runs": 0}
@@ -84,6 +93,14 @@ class TreeManager:
 
     def owns(self, t: torch.Tensor) -> bool:
         return t.untyped_storage().data_ptr() in self._owned
+
+    def is_known_static(self, t: torch.Tensor) -> bool:
+        # Borrowing is always correct (a replay checks the addresses it borrowed); a wrong
+        # guess only costs a new recording.
+        return t.data_ptr() in self._static_ptrs
+
+    def note_static_inputs(self, tensors: list[torch.Tensor]) -> None:
+        self._static_ptrs.update(t.data_ptr() for t in tensors)
 
     def add_graph(self, graph: RecordedGraph) -> None:
         ptrs = graph.output_storage_ptrs()
@@ -117,6 +134,7 @@ class TreeManager:
             for fn in list(self._functions):
                 fn.clear()
             self._owned.clear()
+            self._static_ptrs.clear()
             self._generation += 1
             for key in self.stats:
                 self.stats[key] = 0
@@ -154,6 +172,9 @@ class GraphFunction:
         self.all_inputs_static = all_inputs_static
         self._graphs: dict[tuple, list[RecordedGraph]] = {}
         self._warned = False
+        self._warned_dynamic = False
+        self._signature_idxs: list[int] = []
+        self._signature_len = -1
         manager.register(self)
 
     def num_graphs(self) -> int:
@@ -168,17 +189,45 @@ class GraphFunction:
     def _warn(self, reason: str) -> None:
         if not self._warned:
             self._warned = True
-            warnings.warn(
-                f"npugraphs: {self.mode.value} graph {self.name} runs without NPU graphs: {reason}",
-                stacklevel=2,
+            log.warning(
+                "NPU graphs: %s graph %s runs uncaptured: %s. torch.npu.graphs.capture_report(step) "
+                "lists every operation of a step that breaks capture.",
+                self.mode.value,
+                self.name,
+                reason,
             )
+
+    def _warn_if_many_signatures(self) -> None:
+        from torch._inductor import config
+
+        limit = config.triton.cudagraph_dynamic_shape_warn_limit
+        if self._warned_dynamic or not limit or len(self._graphs) <= limit:
+            return
+        self._warned_dynamic = True
+        log.warning(
+            "NPU graph trees support dynamic shapes by recording a new graph for each distinct input "
+            "size. Recording too many NPU graphs may lead to extra overhead. We have observed %d "
+            "distinct sizes (%s graph %s). Please consider the following options for better "
+            "performance: a) padding inputs to a few fixed number of shapes; or b) set "
+            "torch._inductor.config.triton.cudagraph_skip_dynamic_graphs=True. Set "
+            "torch._inductor.config.triton.cudagraph_dynamic_shape_warn_limit=None to silence this "
+            "warning.",
+            len(self._graphs),
+            self.mode.value,
+            self.name,
+        )
 
     def _eager(self, args: list[Any]) -> Any:
         self.manager.stats["eager_runs"] += 1
         return self.model(list(args))
 
     def _is_borrowed(self, i: int, a: torch.Tensor) -> bool:
-        return self.all_inputs_static or i in self.static_input_idxs or self.manager.owns(a)
+        return (
+            self.all_inputs_static
+            or i in self.static_input_idxs
+            or self.manager.owns(a)
+            or self.manager.is_known_static(a)
+        )
 
     def __call__(self, args: list[Any]) -> Any:
         try:
@@ -197,13 +246,17 @@ class GraphFunction:
             return self._eager(args)
         manager = self.manager
         with manager.lock:
-            key = _signature(args, self.static_input_idxs)
+            if self._signature_len != len(args):
+                self._signature_len = len(args)
+                self._signature_idxs = [i for i in range(len(args)) if i not in self.static_input_idxs]
+            key = _signature(args, self._signature_idxs)
             graphs = self._graphs.get(key)
             if graphs is None:
                 # Warm-up: one eager run per signature, so one-time work (lazy
                 # initialization, caches) happens outside the capture.
                 self._graphs[key] = []
                 manager.stats["warmups"] += 1
+                self._warn_if_many_signatures()
                 return self.model(list(args))
 
             step = _graph_step_state.current_step()
@@ -219,6 +272,9 @@ class GraphFunction:
                     return self._eager(args)
                 graphs.append(graph)
                 manager.add_graph(graph)
+                manager.note_static_inputs(
+                    [a for i, a in enumerate(args) if i in self.static_input_idxs and isinstance(a, torch.Tensor)]
+                )
                 manager.stats["records"] += 1
                 return graph.run(args, step)
 

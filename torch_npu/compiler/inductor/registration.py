@@ -47,8 +47,6 @@ def _register() -> None:
 
     from . import config as npu_config
     from .device_op_overrides import NpuDeviceOpOverrides
-    from torch_npu.compiler.graph_trees.reduce_overhead import ReduceOverheadNotice
-
     from .scheduling import NpuScheduling
     from .wrapper_codegen import NpuCppWrapperCodegen, NpuPythonWrapperCodegen
 
@@ -58,8 +56,6 @@ def _register() -> None:
         NpuPythonWrapperCodegen,
         NpuCppWrapperCodegen,
         WrapperFxCodegen,
-        # Tells users of mode="reduce-overhead" that npu runs without CUDA graph trees.
-        device_custom_pass=ReduceOverheadNotice(),
         device_custom_config=npu_config,
     )
     common.register_device_op_overrides(DEVICE_TYPE, NpuDeviceOpOverrides())

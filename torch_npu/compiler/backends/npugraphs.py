@@ -1,4 +1,4 @@
-"""What ``torch.compile(backend="npugraphs")`` runs: AOT autograd, then NPU graph trees.
+"""``backend="npugraphs"``: AOT autograd, then NPU graph trees.
 
 Dynamo hands the backend a graph; AOT autograd splits it into forward and backward (or
 one inference) ATen graphs, each run op by op on the device and wrapped in a
@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["npugraphs_backend", "reset"]
+__all__ = ["npugraphs", "reset"]
 
 # mode="reduce-overhead" is what this backend does; "default" means nothing.
 _ACCEPTED_MODES = (None, "default", "reduce-overhead")
@@ -42,7 +42,7 @@ def _check_kwargs(kwargs: dict[str, Any]) -> None:
         raise TypeError(f"backend='npugraphs' got unexpected arguments {sorted(kwargs)}")
 
 
-def npugraphs_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs: Any) -> Any:
+def npugraphs(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs: Any) -> Any:
     """Compile ``gm`` with AOT autograd whose graphs run through NPU graph trees."""
     _check_kwargs(dict(kwargs))
 

@@ -1,0 +1,82 @@
+"""``torch_npu.npu_format_cast`` and ``torch_npu.get_npu_format``: NPU storage formats.
+
+Ascend code casts weights and activations to device formats (``FRACTAL_NZ``, ``NC1HWC0``,
+...) for speed. The simulated npu keeps every tensor as plain strided memory, so a format
+is recorded as the tensor's backend metadata (saved by ``torch.save``, readable through
+``torch._utils.get_tensor_metadata``) and the values never change: code that casts runs,
+and ``get_npu_format`` answers what was cast. ND (2), the default, records nothing.
+"""
+from __future__ import annotations
+
+import torch
+
+import torch_npu._C as _C
+
+__all__ = ["npu_format_cast", "get_npu_format"]
+
+# The ACL storage formats torch_npu accepts, by id.
+ACL_FORMATS = {
+    0: "NCHW",
+    1: "NHWC",
+    2: "ND",
+    3: "NC1HWC0",
+    4: "FRACTAL_Z",
+    12: "NC1HWC0_C04",
+    16: "HWCN",
+    27: "NDHWC",
+    29: "FRACTAL_NZ",
+    30: "NCDHW",
+    32: "NDC1HWC0",
+    33: "FRACTAL_Z_3D",
+}
+
+_lib = torch.library.Library("npu", "FRAGMENT")
+_lib.define("npu_format_cast(Tensor self, int acl_format) -> Tensor")
+_lib.define("get_npu_format(Tensor self) -> int")
+
+
+def _check_format(acl_format: int) -> None:
+    if acl_format not in ACL_FORMATS:
+        known = ", ".join(f"{k} ({v})" for k, v in sorted(ACL_FORMATS.items()))
+        raise ValueError(f"npu_format_cast: unknown ACL format {acl_format}; the formats are {known}")
+
+
+def _format_cast_npu(self: torch.Tensor, acl_format: int) -> torch.Tensor:
+    _check_format(acl_format)
+    out = self.clone()
+    _C._set_npu_format(out, acl_format)
+    return out
+
+
+def _format_cast_fake(self: torch.Tensor, acl_format: int) -> torch.Tensor:
+    _check_format(acl_format)
+    return torch.empty_like(self)
+
+
+def _get_npu_format_npu(self: torch.Tensor) -> int:
+    return _C._get_npu_format(self)
+
+
+_lib.impl("npu_format_cast", _format_cast_npu, "PrivateUse1")
+_lib.impl("get_npu_format", _get_npu_format_npu, "PrivateUse1")
+torch.library.register_fake("npu::npu_format_cast", _format_cast_fake, lib=_lib)
+torch.library.register_autograd(
+    "npu::npu_format_cast", lambda ctx, grad: (grad, None), lib=_lib
+)
+
+
+def npu_format_cast(self: torch.Tensor, acl_format: int) -> torch.Tensor:
+    """``self`` in the NPU storage format ``acl_format`` (an ACL format id, e.g. 29 for
+    FRACTAL_NZ). Casting to the tensor's current format returns ``self``; otherwise a copy
+    with the format recorded (the values are the same)."""
+    _check_format(acl_format)
+    if self.device.type == "npu" and get_npu_format(self) == acl_format:
+        return self
+    return torch.ops.npu.npu_format_cast(self, acl_format)
+
+
+def get_npu_format(self: torch.Tensor) -> int:
+    """The ACL storage format id recorded for the npu tensor ``self`` (2, ND, by default)."""
+    if self.device.type != "npu":
+        raise RuntimeError(f"get_npu_format expects an npu tensor, got a tensor on {self.device}")
+    return torch.ops.npu.get_npu_format(self)
