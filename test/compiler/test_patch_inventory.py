@@ -82,10 +82,12 @@ checks = {
 }
 # What each patch changed, exactly: the npu_backend entry of Inductor's config; the three
 # RNG higher-order-op kernels that pick a device (BackendSelect of both ops, the fake and
-# proxy kernels of run_and_save_rng_state); the default of the cudagraph_policy entry.
+# proxy kernels of run_and_save_rng_state); FakeTensorConverter.from_real_tensor; the
+# default of the cudagraph_policy entry.
 from torch._C import DispatchKey
 from torch._higher_order_ops.utils import registered_hop_fake_fns
 from torch._prims import rng_prims
+from torch._subclasses.fake_tensor import FakeTensorConverter
 from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode
 from torch_npu.compiler.graph_trees.reduce_overhead import NpuGraphPolicy
 save, run_with = rng_prims.run_and_save_rng_state, rng_prims.run_with_rng_state
@@ -96,6 +98,7 @@ patched = {
                       npu_aware(registered_hop_fake_fns[save]),
                       npu_aware(save.python_key_table[ProxyTorchDispatchMode]),
                       npu_aware(run_with.py_kernels[DispatchKey.BackendSelect])] == [True] * 4,
+    "fake_tensor_backend_meta": npu_aware(FakeTensorConverter.from_real_tensor),
     "inductor_cudagraph_policy": isinstance(torch._inductor.config._config["cudagraph_policy"].default,
                                             NpuGraphPolicy)
         and torch._inductor.config._config["cudagraph_policy"].default.previous is None,
@@ -117,6 +120,7 @@ def test_applied_patches_equal_inventory_and_nothing_else_changes_on_torch(pytho
     assert inventory["applied"] == inventory["inventory"] == [
         "inductor_npu_backend_option",
         "rng_prims_npu",
+        "fake_tensor_backend_meta",
         "inductor_cudagraph_policy",
     ]
     assert inventory["patched"] == {name: True for name in inventory["inventory"]}

@@ -68,3 +68,33 @@ def test_npu_format_cast_autograd_and_errors():
         torch_npu.npu_format_cast(x, 99)
     with pytest.raises(RuntimeError, match="expects an npu tensor"):
         torch_npu.get_npu_format(torch.ones(2))
+
+
+def test_fake_tensors_of_npu_tensors_carry_metadata():
+    import torch._dynamo  # noqa: F401 - the compile trigger's setup steps run on this import
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    x = torch_npu.npu_format_cast(torch.randn(4, 4, device="npu"), 29)
+    plain = torch.randn(4, 4, device="npu")
+    mode = FakeTensorMode()
+    fake, fake_plain = mode.from_tensor(x), mode.from_tensor(plain)
+    assert isinstance(fake, FakeTensor) and fake.device == x.device
+    assert torch._utils.get_tensor_metadata(fake) == torch._utils.get_tensor_metadata(x) == {"npu_format_29": True}
+    assert torch._utils.get_tensor_metadata(fake_plain) == {}
+    with mode:
+        assert torch_npu.get_npu_format(fake) == 29
+        assert torch_npu.get_npu_format(fake_plain) == 2
+        assert torch_npu.get_npu_format(torch_npu.npu_format_cast(fake, 3)) == 3
+
+    # The fakes Dynamo traces with are made the same way.
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.extend(torch._utils.get_tensor_metadata(n.meta["example_value"])
+                    for n in gm.graph.nodes if n.op == "placeholder")
+        return gm
+
+    torch._dynamo.reset()
+    out = torch.compile(lambda t: t * 2, backend=backend)(x)
+    assert seen == [{"npu_format_29": True}]
+    torch.testing.assert_close(out.cpu(), x.cpu() * 2)

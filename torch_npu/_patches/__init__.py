@@ -17,7 +17,12 @@ from __future__ import annotations
 import importlib
 
 # Module names under torch_npu._patches, in application order.
-PATCHES: tuple[str, ...] = ("inductor_npu_backend_option", "rng_prims_npu", "inductor_cudagraph_policy")
+PATCHES: tuple[str, ...] = (
+    "inductor_npu_backend_option",
+    "rng_prims_npu",
+    "fake_tensor_backend_meta",
+    "inductor_cudagraph_policy",
+)
 
 # Registrations made through PyTorch's extension points (not patches), by description:
 # "<extension point>: <what is registered>".

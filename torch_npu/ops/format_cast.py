@@ -50,7 +50,15 @@ def _format_cast_npu(self: torch.Tensor, acl_format: int) -> torch.Tensor:
 
 def _format_cast_fake(self: torch.Tensor, acl_format: int) -> torch.Tensor:
     _check_format(acl_format)
-    return torch.empty_like(self)
+    out = torch.empty_like(self)
+    _C._set_npu_format(out, acl_format)  # traced code that asks for the format sees it
+    return out
+
+
+def _get_npu_format_fake(self: torch.Tensor) -> int:
+    # The format is the fake tensor's backend metadata, carried from the real tensor it was
+    # made from (see torch_npu._patches.fake_tensor_backend_meta) or set by a traced cast.
+    return _C._get_npu_format(self)
 
 
 def _get_npu_format_npu(self: torch.Tensor) -> int:
@@ -60,6 +68,7 @@ def _get_npu_format_npu(self: torch.Tensor) -> int:
 _lib.impl("npu_format_cast", _format_cast_npu, "PrivateUse1")
 _lib.impl("get_npu_format", _get_npu_format_npu, "PrivateUse1")
 torch.library.register_fake("npu::npu_format_cast", _format_cast_fake, lib=_lib)
+torch.library.register_fake("npu::get_npu_format", _get_npu_format_fake, lib=_lib)
 torch.library.register_autograd(
     "npu::npu_format_cast", lambda ctx, grad: (grad, None), lib=_lib
 )
