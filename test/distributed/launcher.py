@@ -4,6 +4,10 @@ Everything stays on 127.0.0.1 with ports picked free at run time, and every laun
 hard timeout: on expiry the whole process tree of the launch (torchrun and its workers,
 started in their own session) is killed, so a hung collective can never hang the suite.
 Workers report with ``harness.report(...)`` (a ``RESULT {json}`` line per rank).
+
+The suite runs a fixed subset on 2 ranks. ``TORCH_NPU_DIST_FULL=1`` (what
+scripts/run_distributed_full.sh sets) runs the world-size-generic checks on 3 and 4 ranks
+too: odd worlds and more than one peer per rank, at several times the cost.
 """
 from __future__ import annotations
 
@@ -19,6 +23,12 @@ from dataclasses import dataclass, field
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKERS = os.path.join(HERE, "workers")
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
+FULL_SET = os.environ.get("TORCH_NPU_DIST_FULL") == "1"
+
+
+def world_sizes() -> list[int]:
+    """The numbers of processes the world-size-generic tests run on."""
+    return [2, 3, 4] if FULL_SET else [2]
 
 
 def free_port() -> int:
@@ -48,11 +58,15 @@ class Launch:
 
 def _parse(stdout: str) -> dict[int, list[dict]]:
     out: dict[int, list[dict]] = {}
+    decoder = json.JSONDecoder()
     for line in stdout.splitlines():
-        if "RESULT " not in line:
-            continue
-        payload = json.loads(line.split("RESULT ", 1)[1])
-        out.setdefault(int(payload.pop("rank")), []).append(payload)
+        # raw_decode: other output may follow the object on the same line.
+        for chunk in line.split("RESULT ")[1:]:
+            try:
+                payload, _ = decoder.raw_decode(chunk)
+            except json.JSONDecodeError:
+                continue
+            out.setdefault(int(payload.pop("rank")), []).append(payload)
     return out
 
 
@@ -124,3 +138,23 @@ def torchrun_nodes(script: str, *args, nnodes: int = 2, nproc: int = 1, timeout:
     out = "\n".join(o[1] for o in outputs)
     err = "\n".join(o[2] for o in outputs)
     return Launch(rc, out, err, time.monotonic() - start, _parse(out))
+
+
+def spawn_ranks(script: str, *args, nproc: int = 2, timeout: float = 120, env: dict | None = None) -> Launch:
+    """Start ``nproc`` plain processes (env:// rendezvous on 127.0.0.1) without torchrun, so
+    that a rank that dies does not take the others down: fault tests see every exit code.
+    ``Launch.returncode`` is the first non-zero exit code; ``Launch.codes`` has all of them."""
+    port = free_port()
+    procs = []
+    start = time.monotonic()
+    for rank in range(nproc):
+        rank_env = _env({**(env or {}), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+                         "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc)})
+        procs.append(_start([sys.executable, os.path.join(WORKERS, script), *map(str, args)], rank_env))
+    outputs = _finish(procs, timeout)
+    codes = [o[0] for o in outputs]
+    out = "\n".join(o[1] for o in outputs)
+    err = "\n".join(f"--- rank {i} ---\n{o[2]}" for i, o in enumerate(outputs))
+    launch = Launch(next((c for c in codes if c != 0), 0), out, err, time.monotonic() - start, _parse(out))
+    launch.codes = codes
+    return launch

@@ -1,11 +1,14 @@
-"""The hccl backend on 2 processes under torchrun: every collective on npu tensors equals the
-same call on cpu tensors over gloo, and ``import torch_npu`` only names the backend."""
+"""The hccl backend on 2 processes under torchrun (3 and 4 too in the full set, see
+launcher.py): every collective on npu tensors equals the same call on cpu tensors over gloo,
+and ``import torch_npu`` only names the backend."""
 from __future__ import annotations
 
 import json
 
+import pytest
+
 from fresh_interpreter import run_python
-from launcher import torchrun
+from launcher import torchrun, world_sizes
 
 
 def _check(launch, nranks=2):
@@ -23,8 +26,10 @@ def test_init_all_reduce_and_broadcast_on_npu():
         assert "all_reduce SUM torch.bfloat16" in r["checked"] and "broadcast src=1" in r["checked"]
 
 
-def test_every_collective_equals_gloo_on_cpu():
-    results = _check(torchrun("collectives.py", "all", timeout=300))
+@pytest.mark.parametrize("nproc", world_sizes())
+def test_every_collective_equals_gloo_on_cpu(nproc):
+    launch = torchrun("collectives.py", "all", nproc=nproc, timeout=300, env={"TORCH_NPU_DEVICE_COUNT": str(nproc)})
+    results = _check(launch, nproc)
     expected = {"all_to_all_single uneven splits", "batch_isend_irecv", "funcol.reduce_scatter_tensor",
                 "all_reduce AVG", "reduce_scatter_tensor PREMUL_SUM", "monitored_barrier",
                 "all_reduce on a side stream", "async all_reduce + future", "scatter_object_list"}

@@ -353,14 +353,18 @@ struct DeviceCache {
   size_t trace_next = 0;
 };
 
-std::mutex g_mutex;
-std::vector<std::unique_ptr<DeviceCache>> g_caches;
+// The allocator's state is never destroyed: threads that outlive static destruction at exit
+// (a process group's worker, autograd's device threads) still free npu tensors, and a free
+// must find the state it came from.
+std::mutex& g_mutex = *new std::mutex;
+std::vector<std::unique_ptr<DeviceCache>>& g_caches = *new std::vector<std::unique_ptr<DeviceCache>>;
 bool g_initialized = false;
 // Allocated blocks by address: a DataPtr's context is its address, as raw allocations need.
-std::unordered_map<void*, Block*> g_live;
+std::unordered_map<void*, Block*>& g_live = *new std::unordered_map<void*, Block*>;
 // Address ranges of device memory (segments and expandable reservations): base -> end, device.
-std::map<uintptr_t, std::pair<uintptr_t, c10::DeviceIndex>> g_ranges;
-std::unordered_map<int64_t, PoolUse> g_pool_use;
+std::map<uintptr_t, std::pair<uintptr_t, c10::DeviceIndex>>& g_ranges =
+    *new std::map<uintptr_t, std::pair<uintptr_t, c10::DeviceIndex>>;
+std::unordered_map<int64_t, PoolUse>& g_pool_use = *new std::unordered_map<int64_t, PoolUse>;
 int64_t g_next_pool = 1;
 thread_local int64_t tls_pool = 0;
 thread_local c10::DeviceIndex tls_pool_device = -1;  // -1: the thread pool applies to every device

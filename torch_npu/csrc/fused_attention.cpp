@@ -79,21 +79,145 @@ void dropout_row(const Philox& rng, uint64_t first, int64_t n, float keep_prob, 
   }
 }
 
+// ---- vectorised row loops -------------------------------------------------------------------
+//
+// The softmax work between the block matrix products (row max, exp, row sums, rescaling) is
+// as many operations as the products themselves; written as scalar loops with std::exp it
+// took most of the kernel's time. These loops are written so the compiler vectorises them:
+// 16 independent lanes for the reductions and a branch-free exp. On x86-64 with GCC each is
+// built for AVX-512, AVX2 and the baseline and the loader picks the clone the CPU supports
+// (the results do not depend on the clone: the operation order is the same in all, and
+// contraction into FMA, which GCC does by default where the target has it, is off here).
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define NPU_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#define NPU_VECTOR_CLONES_END _Pragma("GCC pop_options")
+#else
+#define NPU_VECTOR_CLONES
+#define NPU_VECTOR_CLONES_END
+#endif
+
+constexpr int64_t kLanes = 16;
+
+// exp(x) within 1e-7 relative for x >= -87 and exactly 0 below (so masked scores of -inf give
+// 0): Cody-Waite reduction x = n ln2 + r, a degree-6 polynomial for exp(r), 2^n from the bits.
+inline float exp_approx(float x) {
+  const float xc = x > -87.0f ? x : -87.0f;
+  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
+  float poly = 1.9875691500e-4f;
+  poly = poly * r + 1.3981999507e-3f;
+  poly = poly * r + 8.3334519073e-3f;
+  poly = poly * r + 4.1665795894e-2f;
+  poly = poly * r + 1.6666665459e-1f;
+  poly = poly * r + 5.0000001201e-1f;
+  const float er = poly * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float two_n;
+  std::memcpy(&two_n, &bits, sizeof(two_n));
+  return x < -87.0f ? 0.0f : er * two_n;
+}
+
+NPU_VECTOR_CLONES float row_max(const float* x, int64_t n) {
+  float acc[kLanes];
+  for (int64_t l = 0; l < kLanes; ++l) acc[l] = kNegInf;
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) acc[l] = acc[l] > x[c + l] ? acc[l] : x[c + l];
+  }
+  float m = kNegInf;
+  for (int64_t l = 0; l < kLanes; ++l) m = m > acc[l] ? m : acc[l];
+  for (; c < n; ++c) m = m > x[c] ? m : x[c];
+  return m;
+}
+
+// x[c] = exp(x[c] - shift); returns the sum of the new x.
+NPU_VECTOR_CLONES float exp_shifted_sum(float* x, int64_t n, float shift) {
+  float acc[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) {
+      const float e = exp_approx(x[c + l] - shift);
+      x[c + l] = e;
+      acc[l] += e;
+    }
+  }
+  float tail = 0.0f;
+  for (; c < n; ++c) {
+    const float e = exp_approx(x[c] - shift);
+    x[c] = e;
+    tail += e;
+  }
+  float sum = 0.0f;
+  for (int64_t l = 0; l < kLanes; ++l) sum += acc[l];
+  return sum + tail;
+}
+
+// x[c] = exp(x[c] - shift).
+NPU_VECTOR_CLONES void exp_shifted(float* x, int64_t n, float shift) {
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) x[c + l] = exp_approx(x[c + l] - shift);
+  }
+  for (; c < n; ++c) x[c] = exp_approx(x[c] - shift);
+}
+
+NPU_VECTOR_CLONES void scale_in_place(float* x, int64_t n, float factor) {
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) x[c + l] *= factor;
+  }
+  for (; c < n; ++c) x[c] *= factor;
+}
+
+// The softmax gradient dS = P * (dP - delta), written over dP.
+NPU_VECTOR_CLONES void softmax_grad_row(const float* prob, float* dprob, int64_t n, float delta) {
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) dprob[c + l] = prob[c + l] * (dprob[c + l] - delta);
+  }
+  for (; c < n; ++c) dprob[c] = prob[c] * (dprob[c] - delta);
+}
+
+NPU_VECTOR_CLONES_END
+
 // ---- strided loads and stores -----------------------------------------------------------
 
+// dst = factor * base[rows x cols] as float, row-major with row stride `cols`.
 template <typename T>
-void load_rows(const T* base, int64_t row_stride, int64_t col_stride, int64_t rows, int64_t cols, float* dst) {
+void load_rows(const T* base, int64_t row_stride, int64_t col_stride, int64_t rows, int64_t cols, float* dst,
+               float factor = 1.0f) {
   for (int64_t r = 0; r < rows; ++r) {
     const T* src = base + r * row_stride;
     float* d = dst + r * cols;
     if constexpr (std::is_same_v<T, float>) {
       if (col_stride == 1) {
         std::memcpy(d, src, sizeof(float) * cols);
+        if (factor != 1.0f) scale_in_place(d, cols, factor);
         continue;
       }
     }
-    for (int64_t c = 0; c < cols; ++c) d[c] = static_cast<float>(src[c * col_stride]);
+    for (int64_t c = 0; c < cols; ++c) d[c] = factor * static_cast<float>(src[c * col_stride]);
   }
+}
+
+// A block of `rows` rows of width `cols` starting at base, readable as float with unit column
+// stride: the tensor's own memory when it already is (float, unit column stride), else a
+// converted copy in `buffer`. Returns the pointer and sets `ld` to its row stride.
+template <typename T>
+const float* rows_as_float(const T* base, int64_t row_stride, int64_t col_stride, int64_t rows, int64_t cols,
+                           float* buffer, int64_t& ld) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (col_stride == 1 && row_stride >= cols) {
+      ld = row_stride;
+      return base;
+    }
+  }
+  load_rows(base, row_stride, col_stride, rows, cols, buffer);
+  ld = cols;
+  return buffer;
 }
 
 // dst[c] += factor * bias[c * stride] for one row of an additive bias of any float dtype.
@@ -115,8 +239,8 @@ BiasRowFn bias_row_fn(at::ScalarType t) {
   }
 }
 
-at::Tensor matrix(float* data, int64_t rows, int64_t cols, int64_t ld) {
-  return at::from_blob(data, {rows, cols}, {ld, 1}, at::TensorOptions().dtype(at::kFloat));
+at::Tensor matrix(const float* data, int64_t rows, int64_t cols, int64_t ld) {
+  return at::from_blob(const_cast<float*>(data), {rows, cols}, {ld, 1}, at::TensorOptions().dtype(at::kFloat));
 }
 
 // ---- the canonical problem --------------------------------------------------------------
@@ -161,17 +285,19 @@ struct Problem {
   }
 
   // Scores of rows [i0, i0+rows) x cols [j0, j0+cols) of head n: s = scale*qk + bias_scale*bias,
-  // -inf where masked. `S` holds qk on entry (row stride `cols`).
+  // -inf where masked. `S` holds scale*qk on entry (the kernels fold the scale into one operand
+  // of the product), row stride `cols`.
   void finish_scores(const Segment& s, int64_t n, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
                      float* S) const {
     const int64_t sh = shift(s);
     const int64_t mb = s.batch;
     const int64_t mj = s.mask_col0 + j0;
+    const bool inside_band = (i0 + rows - 1) + sh + band_lo <= j0 && i0 + sh + band_hi + 1 >= j0 + cols;
+    if (inside_band && bias == nullptr && mask == nullptr) return;
     for (int64_t r = 0; r < rows; ++r) {
       float* row = S + r * cols;
       const int64_t i = i0 + r;
       const int64_t mi = s.mask_row0 + i;
-      for (int64_t c = 0; c < cols; ++c) row[c] *= scale;
       if (bias != nullptr) {
         const char* b = static_cast<const char*>(bias);
         int64_t elem = mb * bs[0] + n * bs[1] + mi * bs[2] + mj * bs[3];
@@ -334,7 +460,10 @@ Scratch make_scratch(int64_t floats_per_thread) {
 
 // ---- forward --------------------------------------------------------------------------------
 
-constexpr int64_t kFwdBlockQ = 64;
+// Query rows per task and keys per inner block. A larger query block reads every key/value
+// block fewer times and gives the matrix products more rows; the scratch memory (counted by
+// the npu allocator, and bounded by the peak-memory budget against cpu SDPA) grows with both.
+constexpr int64_t kFwdBlockQ = 128;
 constexpr int64_t kFwdBlockKv = 256;
 
 struct Task {
@@ -359,8 +488,11 @@ void forward_kernel(const Problem& p, const at::Tensor& q, const at::Tensor& k, 
       for (int64_t i0 = 0; i0 < p.segments[s].q_len; i0 += BQ) tasks.push_back(Task{s, n, i0});
     }
   }
-  // Q block, K block, V block, scores, output accumulator, keep mask row, m, l, alpha.
-  const int64_t scratch_floats = BQ * D + BK * D + BK * Dv + BQ * BK + BQ * Dv + BK + 3 * BQ;
+  // float key/value blocks with unit column stride are read in place; others are converted.
+  const bool kv_in_place = std::is_same_v<T, float> && ks[3] == 1 && vs[3] == 1 && ks[2] >= D && vs[2] >= Dv;
+  const int64_t kv_floats = kv_in_place ? 0 : BK * D + BK * Dv;
+  // Q block (scaled), K and V blocks, scores, output accumulator, keep mask row, m, l, alpha.
+  const int64_t scratch_floats = BQ * D + kv_floats + BQ * BK + BQ * Dv + BK + 3 * BQ;
   Scratch scratch = make_scratch(scratch_floats);
   const bool dropout = p.keep_prob < 1.0f;
   const Philox rng(p.seed);
@@ -368,9 +500,9 @@ void forward_kernel(const Problem& p, const at::Tensor& q, const at::Tensor& k, 
   at::parallel_for(0, static_cast<int64_t>(tasks.size()), 1, [&](int64_t begin, int64_t end) {
     float* w = scratch.for_thread();
     float* Qf = w;
-    float* Kf = Qf + BQ * D;
-    float* Vf = Kf + BK * D;
-    float* S = Vf + BK * Dv;
+    float* Kbuf = Qf + BQ * D;
+    float* Vbuf = Kbuf + (kv_in_place ? 0 : BK * D);
+    float* S = Kbuf + kv_floats;
     float* O = S + BQ * BK;
     float* keep = O + BQ * Dv;
     float* m = keep + BK;
@@ -381,7 +513,7 @@ void forward_kernel(const Problem& p, const at::Tensor& q, const at::Tensor& k, 
       const Segment& sg = p.segments[task.seg];
       const int64_t n = task.head, h = n / p.group, i0 = task.i0;
       const int64_t rows = std::min(BQ, sg.q_len - i0);
-      load_rows(qp + sg.batch * qs[0] + n * qs[1] + (sg.q_begin + i0) * qs[2], qs[2], qs[3], rows, D, Qf);
+      load_rows(qp + sg.batch * qs[0] + n * qs[1] + (sg.q_begin + i0) * qs[2], qs[2], qs[3], rows, D, Qf, p.scale);
       const float sink = p.sink != nullptr ? p.sink[n] : kNegInf;
       for (int64_t r = 0; r < rows; ++r) {
         m[r] = sink;
@@ -389,47 +521,37 @@ void forward_kernel(const Problem& p, const at::Tensor& q, const at::Tensor& k, 
       }
       std::fill(O, O + rows * Dv, 0.0f);
       at::Tensor Qt = matrix(Qf, rows, D, D);
+      at::Tensor Ot = matrix(O, rows, Dv, Dv);
       auto [jb, je] = p.kv_range(sg, i0, i0 + rows);
       for (int64_t j0 = jb; j0 < je; j0 += BK) {
         const int64_t cols = std::min(BK, je - j0);
-        load_rows(kp + sg.batch * ks[0] + h * ks[1] + (sg.kv_begin + j0) * ks[2], ks[2], ks[3], cols, D, Kf);
-        load_rows(vp + sg.batch * vs[0] + h * vs[1] + (sg.kv_begin + j0) * vs[2], vs[2], vs[3], cols, Dv, Vf);
+        int64_t kld = 0, vld = 0;
+        const float* Kf = rows_as_float(kp + sg.batch * ks[0] + h * ks[1] + (sg.kv_begin + j0) * ks[2], ks[2], ks[3],
+                                        cols, D, Kbuf, kld);
+        const float* Vf = rows_as_float(vp + sg.batch * vs[0] + h * vs[1] + (sg.kv_begin + j0) * vs[2], vs[2], vs[3],
+                                        cols, Dv, Vbuf, vld);
         at::Tensor St = matrix(S, rows, cols, cols);
-        at::cpu::mm_out(St, Qt, matrix(Kf, cols, D, D).t());
+        at::cpu::mm_out(St, Qt, matrix(Kf, cols, D, kld).t());
         p.finish_scores(sg, n, i0, rows, j0, cols, S);
         for (int64_t r = 0; r < rows; ++r) {
           float* row = S + r * cols;
-          float row_max = kNegInf;
-          for (int64_t c = 0; c < cols; ++c) row_max = std::max(row_max, row[c]);
-          const float m_new = std::max(m[r], row_max);
+          const float m_new = std::max(m[r], row_max(row, cols));
           if (m_new == kNegInf) {  // nothing attended yet in this row
             std::fill(row, row + cols, 0.0f);
             alpha[r] = 1.0f;
             continue;
           }
           alpha[r] = std::exp(m[r] - m_new);
-          float sum = 0.0f;
-          for (int64_t c = 0; c < cols; ++c) {
-            float e = std::exp(row[c] - m_new);
-            row[c] = e;
-            sum += e;
-          }
-          l[r] = l[r] * alpha[r] + sum;
+          l[r] = l[r] * alpha[r] + exp_shifted_sum(row, cols, m_new);
           m[r] = m_new;
           if (dropout) {
             uint64_t first = p.offset + sg.drop_base + static_cast<uint64_t>((n * sg.q_len + i0 + r) * sg.kv_len + j0);
             dropout_row(rng, first, cols, p.keep_prob, keep);
             for (int64_t c = 0; c < cols; ++c) row[c] *= keep[c];
           }
+          if (alpha[r] != 1.0f) scale_in_place(O + r * Dv, Dv, alpha[r]);
         }
-        for (int64_t r = 0; r < rows; ++r) {
-          if (alpha[r] != 1.0f) {
-            float* o = O + r * Dv;
-            for (int64_t e = 0; e < Dv; ++e) o[e] *= alpha[r];
-          }
-        }
-        at::Tensor Ot = matrix(O, rows, Dv, Dv);
-        at::cpu::addmm_(Ot, St, matrix(Vf, cols, Dv, Dv));
+        at::cpu::addmm_(Ot, St, matrix(Vf, cols, Dv, vld));
       }
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t i = sg.q_begin + i0 + r;
@@ -545,24 +667,32 @@ void backward_kernel(const Problem& p, const at::Tensor& dout, const at::Tensor&
     }
   });
 
-  // Q block, dO block, K block, V block, P, dP, scratch product, dK and dV accumulators, keep row.
-  const int64_t scratch_floats = BQ * D + BQ * Dv + BK * D + BK * Dv + 3 * BQ * BK + BK * D + BK * Dv + BK;
-  Scratch scratch = make_scratch(scratch_floats);
+  // float q/dout/v blocks with unit column stride are read in place; others are converted. The
+  // key block is always copied: it carries the scale (s = q . (scale k)), so dQ = dS . K_scaled.
+  const bool q_in_place = std::is_same_v<T, float> && qs[3] == 1 && dos[3] == 1 && qs[2] >= D && dos[2] >= Dv;
+  const bool v_in_place = std::is_same_v<T, float> && vs[3] == 1 && vs[2] >= Dv;
+  const int64_t q_floats = q_in_place ? 0 : BQ * D + BQ * Dv;
+  const int64_t v_floats = v_in_place ? 0 : BK * Dv;
   const bool dropout = p.keep_prob < 1.0f;
+  // Q block, dO block, K block (scaled), V block, P, dP, P after dropout (only with dropout),
+  // dK and dV accumulators, keep row.
+  const int64_t dropped_floats = dropout ? BQ * BK : 0;
+  const int64_t scratch_floats = q_floats + BK * D + v_floats + 2 * BQ * BK + dropped_floats + BK * D + BK * Dv + BK;
+  Scratch scratch = make_scratch(scratch_floats);
   const Philox rng(p.seed);
 
   // One task per (segment, key/value head): it owns the dK/dV of that head and the dQ rows of
   // the query heads of its group, so no two tasks write the same memory.
   at::parallel_for(0, nseg * p.N2, 1, [&](int64_t begin, int64_t end) {
     float* w = scratch.for_thread();
-    float* Qf = w;
-    float* dOf = Qf + BQ * D;
-    float* Kf = dOf + BQ * Dv;
-    float* Vf = Kf + BK * D;
-    float* P = Vf + BK * Dv;
+    float* Qbuf = w;
+    float* dObuf = Qbuf + (q_in_place ? 0 : BQ * D);
+    float* Kf = w + q_floats;
+    float* Vbuf = Kf + BK * D;
+    float* P = Vbuf + v_floats;
     float* dP = P + BQ * BK;
     float* X = dP + BQ * BK;
-    float* dKa = X + BQ * BK;
+    float* dKa = X + dropped_floats;
     float* dVa = dKa + BK * D;
     float* keep = dVa + BK * Dv;
     for (int64_t t = begin; t < end; ++t) {
@@ -570,11 +700,13 @@ void backward_kernel(const Problem& p, const at::Tensor& dout, const at::Tensor&
       const int64_t h = t % p.N2;
       for (int64_t j0 = 0; j0 < sg.kv_len; j0 += BK) {
         const int64_t cols = std::min(BK, sg.kv_len - j0);
-        load_rows(kp + sg.batch * ks[0] + h * ks[1] + (sg.kv_begin + j0) * ks[2], ks[2], ks[3], cols, D, Kf);
-        load_rows(vp + sg.batch * vs[0] + h * vs[1] + (sg.kv_begin + j0) * vs[2], vs[2], vs[3], cols, Dv, Vf);
+        load_rows(kp + sg.batch * ks[0] + h * ks[1] + (sg.kv_begin + j0) * ks[2], ks[2], ks[3], cols, D, Kf, p.scale);
+        int64_t vld = 0;
+        const float* Vf = rows_as_float(vp + sg.batch * vs[0] + h * vs[1] + (sg.kv_begin + j0) * vs[2], vs[2], vs[3],
+                                        cols, Dv, Vbuf, vld);
         std::fill(dKa, dKa + cols * D, 0.0f);
         std::fill(dVa, dVa + cols * Dv, 0.0f);
-        at::Tensor Kt = matrix(Kf, cols, D, D), Vt = matrix(Vf, cols, Dv, Dv);
+        at::Tensor Kt = matrix(Kf, cols, D, D), Vt = matrix(Vf, cols, Dv, vld);
         at::Tensor dKt = matrix(dKa, cols, D, D), dVt = matrix(dVa, cols, Dv, Dv);
         auto [ib, ie] = p.q_range(sg, j0, j0 + cols);
         for (int64_t g = 0; g < G; ++g) {
@@ -582,9 +714,12 @@ void backward_kernel(const Problem& p, const at::Tensor& dout, const at::Tensor&
           for (int64_t i0 = ib; i0 < ie; i0 += BQ) {
             const int64_t rows = std::min(BQ, ie - i0);
             const int64_t qi = sg.q_begin + i0;
-            load_rows(qp + sg.batch * qs[0] + n * qs[1] + qi * qs[2], qs[2], qs[3], rows, D, Qf);
-            load_rows(dop + sg.batch * dos[0] + n * dos[1] + qi * dos[2], dos[2], dos[3], rows, Dv, dOf);
-            at::Tensor Qt = matrix(Qf, rows, D, D), dOt = matrix(dOf, rows, Dv, Dv);
+            int64_t qld = 0, dold = 0;
+            const float* Qf = rows_as_float(qp + sg.batch * qs[0] + n * qs[1] + qi * qs[2], qs[2], qs[3], rows, D,
+                                            Qbuf, qld);
+            const float* dOf = rows_as_float(dop + sg.batch * dos[0] + n * dos[1] + qi * dos[2], dos[2], dos[3],
+                                             rows, Dv, dObuf, dold);
+            at::Tensor Qt = matrix(Qf, rows, D, qld), dOt = matrix(dOf, rows, Dv, dold);
             at::Tensor Pt = matrix(P, rows, cols, cols), dPt = matrix(dP, rows, cols, cols);
             at::Tensor Xt = matrix(X, rows, cols, cols);
             at::cpu::mm_out(Pt, Qt, Kt.t());
@@ -598,11 +733,11 @@ void backward_kernel(const Problem& p, const at::Tensor& dout, const at::Tensor&
               float* xr = X + r * cols;
               if (row_lse == kNegInf) {
                 std::fill(pr, pr + cols, 0.0f);
-                std::fill(xr, xr + cols, 0.0f);
+                if (dropout) std::fill(xr, xr + cols, 0.0f);
                 std::fill(dpr, dpr + cols, 0.0f);
                 continue;
               }
-              for (int64_t c = 0; c < cols; ++c) pr[c] = std::exp(pr[c] - row_lse);
+              exp_shifted(pr, cols, row_lse);
               if (dropout) {
                 uint64_t first =
                     p.offset + sg.drop_base + static_cast<uint64_t>((n * sg.q_len + i0 + r) * sg.kv_len + j0);
@@ -611,18 +746,15 @@ void backward_kernel(const Problem& p, const at::Tensor& dout, const at::Tensor&
                   xr[c] = pr[c] * keep[c];
                   dpr[c] *= keep[c];
                 }
-              } else {
-                std::memcpy(xr, pr, sizeof(float) * cols);
               }
-              // dS = P * (dP - Delta), kept in dP.
-              for (int64_t c = 0; c < cols; ++c) dpr[c] = pr[c] * (dpr[c] - row_delta);
+              softmax_grad_row(pr, dpr, cols, row_delta);  // dS, kept in dP
             }
-            // dV += P_dropped^T dO ; dK += scale * dS^T Q ; dQ += scale * dS K.
-            at::cpu::addmm_(dVt, Xt.t(), dOt);
+            // dV += P_dropped^T dO ; dK += scale * dS^T Q ; dQ += scale * dS K = dS K_scaled.
+            at::cpu::addmm_(dVt, dropout ? Xt.t() : Pt.t(), dOt);
             at::cpu::addmm_(dKt, dPt.t(), Qt, 1.0, p.scale);
             at::Tensor dQt = at::from_blob(dqp + sg.batch * dqs[0] + n * dqs[1] + qi * dqs[2], {rows, D},
                                            {dqs[2], dqs[3]}, at::TensorOptions().dtype(at::kFloat));
-            at::cpu::addmm_(dQt, dPt, Kt, 1.0, p.scale);
+            at::cpu::addmm_(dQt, dPt, Kt);
             if (dbp != nullptr) {
               for (int64_t r = 0; r < rows; ++r) {
                 float* dst = dbp + ((sg.batch * p.N1 + n) * p.Sq + (i0 + r)) * p.Skv + j0;

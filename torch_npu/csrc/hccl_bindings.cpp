@@ -94,6 +94,16 @@ py::object build(py::module_& parent) {
            [](const ProcessGroupHCCL& p, const std::string& headline) { return p.state()->board->report(headline, 0); },
            py::arg("headline") = "hccl collective status", py::call_guard<py::gil_scoped_release>())
       .def("snapshot", [](const ProcessGroupHCCL& p) { return snapshot_to_python(p.state()->board->snapshot()); })
+      .def("_arrival_stats",
+           [](const ProcessGroupHCCL& p) {
+             auto s = p.state()->board->arrival_stats();
+             py::dict d;
+             d["immediate"] = s.immediate;
+             d["polled"] = s.polled;
+             d["slept"] = s.slept;
+             d["slept_ms"] = s.slept_ns / 1e6;
+             return d;
+           })
       .def("get_hccl_comm_name",
            [](ProcessGroupHCCL& p, int64_t rank) {
              TORCH_CHECK(rank >= 0 && rank < p.getSize(), "get_hccl_comm_name: rank ", rank,

@@ -31,6 +31,15 @@ constexpr int kRing = 16;       // recent collectives kept per rank
 constexpr int kP2PRing = 8;     // recent sends kept per destination
 constexpr int kReportEntries = 6;
 constexpr int64_t kSliceNs = 50'000'000;  // liveness checks while waiting
+constexpr int64_t kPollNs = 20'000;       // polling before sleeping on the futex
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
 
 size_t align64(size_t n) { return (n + 63) & ~size_t(63); }
 
@@ -81,6 +90,19 @@ std::string shape_text(const Signature& s) {
   o << "]";
   if (s.ntensors > 1) o << " x" << s.ntensors << " tensors";
   return o.str();
+}
+
+// Durations for messages: "3.00 s", "0.36 ms".
+std::string seconds_text(int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f s", ns / 1e9);
+  return buf;
+}
+
+std::string millis_text(int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f ms", ns / 1e6);
+  return buf;
 }
 
 std::string elements_text(int64_t n) { return c10::str(n, n == 1 ? " element" : " elements"); }
@@ -351,7 +373,6 @@ std::shared_ptr<Board> Board::create_shared(const std::string& name, int world, 
   std::atomic_thread_fence(std::memory_order_release);
   h->magic = kMagic;
   b->group_ = group;
-  b->recv_counts_.assign(world, 0);
   b->slot(rank)->pid.store(getpid());
   b->slot(rank)->status.store(kActive);
   return b;
@@ -382,7 +403,6 @@ std::shared_ptr<Board> Board::attach_shared(const std::string& name, int world, 
               "hccl: the collective board ", name, " does not match this group (world ", world,
               "); do all ranks run the same torch_npu version?");
   b->group_ = h->group;
-  b->recv_counts_.assign(world, 0);
   b->slot(rank)->pid.store(getpid());
   b->slot(rank)->status.store(kActive);
   return b;
@@ -404,7 +424,6 @@ std::shared_ptr<Board> Board::create_private(int world, int rank, const std::str
   h->slot_bytes = b->slot_bytes_;
   std::snprintf(h->group, sizeof(h->group), "%s", group.c_str());
   b->group_ = group;
-  b->recv_counts_.assign(world, 0);
   b->slot(rank)->pid.store(getpid());
   b->slot(rank)->status.store(kActive);
   return b;
@@ -460,7 +479,10 @@ uint64_t Board::post(const Signature& sig) {
   e.posted_ns.store(now_ns());
   e.done_ns.store(0);
   e.state.store(static_cast<uint8_t>(EntryState::kWaiting));
-  me->posted.store(seq, std::memory_order_release);
+  // Sequentially consistent, as the loads of the peers' counters in await_peers: of two
+  // ranks that post at the same moment, at least one sees the other's entry and compares
+  // (with a release store both could miss each other and enter the transport unchecked).
+  me->posted.store(seq);
   bump();
   return seq;
 }
@@ -525,7 +547,16 @@ std::vector<int> Board::unfinished_peers(uint64_t seq) const {
   return out;
 }
 
-std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, double dump_after_s) {
+std::vector<int> Board::absent_peers(uint64_t seq) const {
+  std::vector<int> out;
+  if (!shared_) return out;
+  for (int r = 0; r < world_; ++r) {
+    if (r != rank_ && slot(r)->posted.load() < seq) out.push_back(r);
+  }
+  return out;
+}
+
+std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, double dump_after_s, bool all) {
   const Entry& mine_entry = ring(rank_)[seq % kRing];
   const Signature& mine = mine_entry.sig;
   const Op op = static_cast<Op>(mine.op);
@@ -535,7 +566,12 @@ std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, 
   const int64_t deadline = start + static_cast<int64_t>(timeout.count()) * 1'000'000;
   bool dumped = false;
   bool waiting_marked = false;
-  int spins = 0;
+  int64_t last_check = start;
+  bool polled = false;
+  bool slept = false;
+  // Without `all`, a rank waits only so far that no peer falls kRing collectives behind
+  // (the board must still hold the entry a late peer compares against).
+  const uint64_t target = all ? seq : (seq > kRing - 2 ? seq - (kRing - 2) : 0);
   std::vector<int> missing;
   for (int r = 0; r < world_; ++r) missing.push_back(r);
   auto clear_wait = [&]() {
@@ -549,18 +585,38 @@ std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, 
     std::vector<int> still;
     for (int r : missing) {
       if (r == rank_) continue;
-      if (slot(r)->posted.load(std::memory_order_acquire) < seq) still.push_back(r);
+      if (slot(r)->posted.load() < target) still.push_back(r);
     }
     missing.swap(still);
-    if (missing.empty()) break;
+    if (missing.empty()) {
+      if (slept) {
+        ++stats_.slept;
+        stats_.slept_ns += now_ns() - start;
+      } else if (polled) {
+        ++stats_.polled;
+      } else {
+        ++stats_.immediate;
+      }
+      break;
+    }
     int64_t now = now_ns();
-    // A peer that is gone will never arrive.
-    std::string gone = first_gone_peer(missing);
-    if (!gone.empty()) {
-      clear_wait();
-      std::string head = c10::str("hccl ", describe(mine), " (#", seq, " on group '", group_, "') cannot complete: ",
-                                  gone, " before joining it");
-      throw_dist_error(report(head, seq));
+    // Arrival gaps in steady loops are microseconds: poll briefly before sleeping. No
+    // sched_yield here: on a loaded host it hands the core away for a whole time slice.
+    if (now - start < kPollNs) {
+      polled = true;
+      cpu_relax();
+      continue;
+    }
+    // A peer that is gone will never arrive (checked once per sleep slice: it reads /proc).
+    if (now - last_check >= kSliceNs) {
+      last_check = now;
+      std::string gone = first_gone_peer(missing);
+      if (!gone.empty()) {
+        clear_wait();
+        std::string head = c10::str("hccl ", describe(mine), " (#", seq, " on group '", group_,
+                                    "') cannot complete: ", gone, " before joining it");
+        throw_dist_error(report(head, seq));
+      }
     }
     if (now >= deadline) {
       clear_wait();
@@ -568,40 +624,53 @@ std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, 
       for (size_t i = 0; i < missing.size(); ++i) who << (i ? ", " : "") << missing[i];
       std::string head = c10::str(
           "hccl ", describe(mine), " (#", seq, " on group '", group_, "') timed out after ",
-          timeout.count() / 1000.0, " s on rank ", rank_, ": rank", missing.size() > 1 ? "s " : " ", who.str(),
+          seconds_text(timeout.count() * 1'000'000), " on rank ", rank_, ": rank", missing.size() > 1 ? "s " : " ", who.str(),
           " did not arrive. The timeout comes from init_process_group(timeout=...) or, when that is not given, "
           "HCCL_EXEC_TIMEOUT (seconds)");
       throw_dist_error(report(head, seq));
     }
     if (dump_after_s > 0 && !dumped && (now - start) > static_cast<int64_t>(dump_after_s * 1e9)) {
       dumped = true;
-      std::cerr << report(c10::str("hccl: rank ", rank_, " has waited ", (now - start) / 1e9, " s in ",
+      std::cerr << report(c10::str("hccl: rank ", rank_, " has waited ", seconds_text(now - start), " in ",
                                    describe(mine), " (#", seq, " on group '", group_, "')"),
                           seq)
                 << std::endl;
-    }
-    // Arrival gaps in steady loops are microseconds: look again before sleeping.
-    if (spins < 200) {
-      ++spins;
-      std::this_thread::yield();
-      continue;
     }
     if (!waiting_marked) {
       me->waiting_seq.store(seq);
       me->waiting_since_ns.store(start);
       waiting_marked = true;
     }
-    wait_for_change(seen, std::min(kSliceNs, deadline - now));
+    slept = true;
+    wait_for_change(seen, std::max<int64_t>(1'000'000, std::min(kSliceNs, deadline - now)));
   }
   clear_wait();
+  // Compare with every peer that has posted this collective. A pair of ranks exchanges data
+  // only if both entered the transport, and the later of the two compared them first: a
+  // mismatched call never reaches the transport on both sides (where a receive buffer too
+  // small for the message would abort the process, and a wrong dtype would give garbage).
+  // A peer that posted this collective and then gave up (its own timeout, an error) will
+  // not run it: say so instead of entering the transport.
   for (int r = 0; r < world_; ++r) {
-    if (r == rank_) continue;
+    if (r == rank_ || slot(r)->posted.load() < seq) continue;
+    int32_t st = slot(r)->status.load();
+    const Entry& theirs = ring(r)[seq % kRing];
+    bool done_with_it = theirs.seq.load() == seq &&
+                        theirs.state.load() == static_cast<uint8_t>(EntryState::kCompleted);
+    if ((st == kFailed || st == kLeft) && !done_with_it) {
+      std::string head = c10::str("hccl ", describe(mine), " (#", seq, " on group '", group_, "') cannot complete: ",
+                                  first_gone_peer({r}));
+      throw_dist_error(report(head, seq));
+    }
+  }
+  for (int r = 0; r < world_; ++r) {
+    if (r == rank_ || slot(r)->posted.load() < seq) continue;
     const Entry& e = ring(r)[seq % kRing];
-    if (e.seq.load(std::memory_order_acquire) != seq) continue;  // cannot happen: peers wait for this rank
+    if (e.seq.load(std::memory_order_acquire) != seq) continue;  // cannot happen: the run-ahead is bounded
     std::string why = incompatibility(mine, rank_, e.sig, r);
     if (!why.empty()) {
       return c10::str("hccl ", op_name(op), " (#", seq, " on group '", group_, "'): ", why,
-                      ". Nothing was transferred; the group stays usable.");
+                      ". This rank did not enter the transport");
     }
   }
   return "";
@@ -619,45 +688,20 @@ void Board::post_send(int dst, const Signature& sig) {
   bump();
 }
 
-void Board::await_send(int src, const Signature& mine, std::chrono::milliseconds timeout, double dump_after_s) {
-  if (p2p_peers_ == 0 || src < 0 || src >= p2p_peers_) return;
-  uint64_t n = ++recv_counts_[src];
-  if (!shared_) return;
-  const int64_t start = now_ns();
-  const int64_t deadline = start + static_cast<int64_t>(timeout.count()) * 1'000'000;
-  bool dumped = false;
-  std::atomic<uint64_t>& count = send_counts(src)[rank_];
-  while (count.load(std::memory_order_acquire) < n) {
-    uint32_t seen = header()->wake.load();
-    if (count.load(std::memory_order_acquire) >= n) break;
-    int64_t now = now_ns();
-    std::string gone = first_gone_peer({src});
-    if (!gone.empty()) {
-      throw_dist_error(report(c10::str("hccl recv from rank ", src, " on group '", group_, "' cannot complete: ",
-                                       gone, " before sending"), 0));
-    }
-    if (now >= deadline) {
-      throw_dist_error(report(c10::str("hccl recv of ", describe(mine), " on group '", group_, "' timed out after ",
-                                       timeout.count() / 1000.0, " s on rank ", rank_, ": rank ", src,
-                                       " did not send (its send #", n, " to rank ", rank_, ")"), 0));
-    }
-    if (dump_after_s > 0 && !dumped && (now - start) > static_cast<int64_t>(dump_after_s * 1e9)) {
-      dumped = true;
-      std::cerr << report(c10::str("hccl: rank ", rank_, " has waited ", (now - start) / 1e9,
-                                   " s for a send from rank ", src), 0)
-                << std::endl;
-    }
-    wait_for_change(seen, std::min(kSliceNs, deadline - now));
-  }
+uint32_t Board::changes() const { return header()->wake.load(); }
+
+Board::SendCheck Board::check_send(int src, uint64_t n, const Signature& mine, std::string* why) const {
+  if (!p2p_checked() || src < 0 || src >= p2p_peers_) return SendCheck::kUnknown;
+  if (send_counts(src)[rank_].load(std::memory_order_acquire) < n) return SendCheck::kNotYet;
   P2PEntry* e = send_entry(src, rank_, n);
-  if (e->n.load(std::memory_order_acquire) != n) return;  // overwritten by later sends: nothing to compare
+  if (e->n.load(std::memory_order_acquire) != n) return SendCheck::kUnknown;
   const Signature& sent = e->sig;
-  if (sent.dtype != mine.dtype || sent.in_numel != mine.out_numel) {
-    throw_dist_error(c10::str("hccl recv on group '", group_, "': rank ", src, " sent ", shape_text(sent), " (",
-                              elements_text(sent.in_numel), ") but rank ", rank_, " receives into ", shape_text(mine),
-                              " (", elements_text(mine.out_numel), "). The receive buffer must have the dtype and "
-                              "number of elements of the sent tensor"));
-  }
+  if (sent.dtype == mine.dtype && sent.in_numel == mine.out_numel) return SendCheck::kMatch;
+  *why = c10::str("hccl recv on group '", group_, "': rank ", src, " sent ", shape_text(sent), " (",
+                  elements_text(sent.in_numel), ") but rank ", rank_, " receives into ", shape_text(mine), " (",
+                  elements_text(mine.out_numel), "). The receive buffer must have the dtype and number of "
+                  "elements of the sent tensor");
+  return SendCheck::kMismatch;
 }
 
 void Board::leave() {
@@ -683,13 +727,13 @@ std::string Board::entry_line(const Entry& e, int64_t now) const {
   o << "#" << seq << " " << describe(e.sig);
   switch (state) {
     case EntryState::kWaiting:
-      o << "  [waiting for peers " << (now - posted) / 1e9 << " s]";
+      o << "  [waiting for peers " << seconds_text(now - posted) << "]";
       break;
     case EntryState::kRunning:
-      o << "  [in flight " << (now - posted) / 1e9 << " s]";
+      o << "  [in flight " << seconds_text(now - posted) << "]";
       break;
     case EntryState::kCompleted:
-      o << "  [completed in " << (done - posted) / 1e6 << " ms, " << (now - done) / 1e9 << " s ago]";
+      o << "  [completed in " << millis_text(done - posted) << ", " << seconds_text(now - done) << " ago]";
       break;
     case EntryState::kFailed:
       o << "  [failed]";
@@ -702,6 +746,11 @@ std::string Board::entry_line(const Entry& e, int64_t now) const {
 
 std::string Board::report(const std::string& headline, uint64_t focus_seq) const {
   const int64_t now = now_ns();
+  if (focus_seq == 0) {  // on demand: the newest collective any rank has reached
+    for (int r = 0; r < world_; ++r) {
+      if (visible(r)) focus_seq = std::max<uint64_t>(focus_seq, slot(r)->posted.load());
+    }
+  }
   std::ostringstream o;
   o << headline << "\n";
   o << "Collective status of group '" << group_ << "' (" << world_ << " ranks";
@@ -728,7 +777,7 @@ std::string Board::report(const std::string& headline, uint64_t focus_seq) const
     if (f.status == kActive && !f.alive) o << "PROCESS EXITED; ";
     SlotHeader* s = slot(r);
     int64_t since = s->waiting_since_ns.load();
-    if (since != 0) o << "waiting for peers in #" << s->waiting_seq.load() << " for " << (now - since) / 1e9 << " s; ";
+    if (since != 0) o << "waiting for peers in #" << s->waiting_seq.load() << " for " << seconds_text(now - since) << "; ";
     o << "last posted #" << f.posted;
     if (focus_seq > 0 && f.posted < focus_seq) o << "  <-- has not arrived at #" << focus_seq;
     o << "\n";

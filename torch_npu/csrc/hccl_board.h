@@ -124,18 +124,35 @@ class Board {
   // ---- collectives -------------------------------------------------------------
   // Posts this rank's next collective; returns its sequence number.
   uint64_t post(const Signature& sig);
-  // Waits until every peer has posted `seq`, then compares signatures: returns why they
-  // cannot run together (empty if they can). Throws a DistBackendError with a report when
-  // a peer is gone or the timeout expires.
-  std::string await_peers(uint64_t seq, std::chrono::milliseconds timeout, double dump_after_s);
+  // Compares this rank's collective `seq` with every peer that has posted it; returns why they
+  // cannot run together (empty if they can). With `all` (a barrier) it first waits until
+  // every peer has posted `seq`; otherwise it waits only when a peer lags so far behind that
+  // the board would lose the entries it needs. Throws a DistBackendError with a report when
+  // a peer it waits for is gone or the timeout expires.
+  std::string await_peers(uint64_t seq, std::chrono::milliseconds timeout, double dump_after_s, bool all);
   void set_state(uint64_t seq, EntryState state);
   uint64_t last_posted() const;
 
   // ---- point to point (tag 0) ---------------------------------------------------
   void post_send(int dst, const Signature& sig);
-  // Waits for the matching send of `src` and compares it with the receive `mine`.
-  void await_send(int src, const Signature& mine, std::chrono::milliseconds timeout, double dump_after_s);
-  bool p2p_checked() const { return p2p_peers_ > 0; }
+  enum class SendCheck { kNotYet, kMatch, kUnknown, kMismatch };
+  // Compares the `n`-th send of `src` to this rank with the receive `mine`, without waiting
+  // (kUnknown: that send's record was overwritten by later ones). Sets `why` on a mismatch.
+  SendCheck check_send(int src, uint64_t n, const Signature& mine, std::string* why) const;
+  bool p2p_checked() const { return shared_ && p2p_peers_ > 0; }
+  // For threads that wait on the board: the change counter, and a bounded wait for it to move.
+  uint32_t changes() const;
+  void wait_for_change(uint32_t seen, int64_t timeout_ns) const;
+  void notify() { bump(); }
+  // How this rank's collectives met their peers: all had arrived already, they arrived
+  // while it polled, or it slept until they did (the costly case), and the time asleep.
+  struct ArrivalStats {
+    uint64_t immediate = 0;
+    uint64_t polled = 0;
+    uint64_t slept = 0;
+    int64_t slept_ns = 0;
+  };
+  ArrivalStats arrival_stats() const { return stats_; }
 
   // ---- state of the ranks -------------------------------------------------------
   void leave();                           // destroy_process_group: this rank is gone
@@ -143,8 +160,9 @@ class Board {
   // The first peer (other than this rank) that has left, failed or died, among `ranks`
   // (all peers when empty), described in a sentence; empty if none.
   std::string first_gone_peer(const std::vector<int>& ranks = {}) const;
-  // Peers that have not completed collective `seq`.
+  // Peers that have not completed collective `seq`; those that have not even posted it.
   std::vector<int> unfinished_peers(uint64_t seq) const;
+  std::vector<int> absent_peers(uint64_t seq) const;
 
   // The report printed by timeout errors and the on-demand dump.
   std::string report(const std::string& headline, uint64_t focus_seq) const;
@@ -185,7 +203,6 @@ class Board {
   PeerFacts facts(int r) const;
   bool visible(int r) const { return shared_ || r == rank_; }
   void bump();
-  void wait_for_change(uint32_t seen, int64_t timeout_ns) const;
   std::string entry_line(const Entry& e, int64_t now) const;
 
   bool shared_ = false;
@@ -199,7 +216,7 @@ class Board {
   void* base_ = nullptr;
   std::string group_;
   std::vector<uint64_t> global_ranks_;
-  std::vector<uint64_t> recv_counts_;  // receives from each source (tag 0), this rank only
+  ArrivalStats stats_;
 };
 
 // Milliseconds since an arbitrary epoch shared by all processes of the host.

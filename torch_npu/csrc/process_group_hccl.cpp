@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <fstream>
+#include <sstream>
 #include <iostream>
 
 namespace torch_npu::hccl {
@@ -165,7 +166,14 @@ WorkHCCL::WorkHCCL(int rank, c10d::OpType type, uint64_t seq, Signature sig, std
 }
 
 bool WorkHCCL::isCompleted() {
-  if (wait_driven_ && !future_->completed() && inner_ && inner_->isCompleted()) wait_for_transport(kNoTimeout);
+  if (wait_driven_ && !future_->completed()) {
+    c10::intrusive_ptr<c10d::Work> inner;
+    {
+      std::lock_guard<std::mutex> lk(done_mu_);
+      inner = inner_;
+    }
+    if (inner && inner->isCompleted()) wait_for_transport(kNoTimeout);
+  }
   return future_->completed();
 }
 
@@ -174,7 +182,7 @@ bool WorkHCCL::isSuccess() const { return future_->completed() && !future_->hasE
 std::exception_ptr WorkHCCL::exception() const { return future_->completed() ? future_->exception_ptr() : nullptr; }
 
 int WorkHCCL::sourceRank() const {
-  TORCH_CHECK(inner_, "sourceRank() is only available for a receive from any source");
+  TORCH_CHECK(inner_ && sig_.peer < 0, "sourceRank() is only available for a receive from any source");
   return inner_->sourceRank();
 }
 
@@ -185,7 +193,12 @@ void WorkHCCL::synchronize() { wait(); }
 void WorkHCCL::blockCurrentStream() { wait(); }
 
 void WorkHCCL::abort() {
-  if (inner_) inner_->abort();
+  c10::intrusive_ptr<c10d::Work> inner;
+  {
+    std::lock_guard<std::mutex> lk(done_mu_);
+    inner = inner_;
+  }
+  if (inner) inner->abort();
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> WorkHCCL::getFuture() { return future_; }
@@ -223,35 +236,62 @@ void WorkHCCL::fail(std::exception_ptr error) {
 
 std::exception_ptr WorkHCCL::diagnose(const std::string& transport_error) const {
   const Board& board = *state_->board;
-  std::string gone;
-  if (point_to_point_) {
-    gone = board.first_gone_peer({sig_.peer});
-  } else {
-    gone = board.first_gone_peer(board.unfinished_peers(seq_));
-  }
+  const bool timed_out = transport_error.find("imed out") != std::string::npos;
   std::string what = point_to_point_ ? c10::str("hccl ", describe(sig_), " on group '", board.group(), "'")
                                      : c10::str("hccl ", describe(sig_), " (#", seq_, " on group '", board.group(), "')");
-  std::string head = c10::str(what, " failed on rank ", state_->rank);
-  if (!gone.empty()) head += c10::str(": ", gone, " while the collective was in flight");
-  bool timed_out = transport_error.find("imed out") != std::string::npos;
+  std::string head;
+  std::string gone = point_to_point_ ? board.first_gone_peer({sig_.peer})
+                                     : board.first_gone_peer(board.unfinished_peers(seq_));
+  std::vector<int> absent = point_to_point_ ? std::vector<int>{} : board.absent_peers(seq_);
+  auto ranks_text = [](const std::vector<int>& rs) {
+    std::ostringstream o;
+    o << (rs.size() > 1 ? "ranks " : "rank ");
+    for (size_t i = 0; i < rs.size(); ++i) o << (i ? ", " : "") << rs[i];
+    return o.str();
+  };
+  char secs[32];
+  std::snprintf(secs, sizeof(secs), "%.2f s", state_->timeout.count() / 1000.0);
+  if (!gone.empty()) {
+    head = c10::str(what, " failed on rank ", state_->rank, ": ", gone, " while it was in flight");
+  } else if (timed_out && !absent.empty()) {
+    head = c10::str(what, " timed out after ", secs, " on rank ", state_->rank, ": ", ranks_text(absent),
+                    " did not arrive");
+  } else if (timed_out) {
+    head = c10::str(what, " timed out after ", secs, " on rank ", state_->rank,
+                    ": every rank arrived, and the transport did not complete");
+  } else {
+    head = c10::str(what, " failed on rank ", state_->rank);
+  }
   std::string msg = board.report(head, point_to_point_ ? 0 : seq_);
   msg += c10::str("\nTransport error: ", transport_error);
   if (timed_out) {
-    msg += c10::str("\nThe timeout (", state_->timeout.count() / 1000.0,
-                    " s) comes from init_process_group(timeout=...) or, when that is not given, HCCL_EXEC_TIMEOUT");
+    msg += "\nThe timeout comes from init_process_group(timeout=...) or, when that is not given, HCCL_EXEC_TIMEOUT "
+           "(seconds)";
   }
   msg += "\nThe group is no longer usable: call torch.distributed.destroy_process_group() and init_process_group() "
          "again.";
   return dist_error(msg);
 }
 
-bool WorkHCCL::wait_for_transport(std::chrono::milliseconds timeout) {
+void WorkHCCL::set_transport_work(c10::intrusive_ptr<c10d::Work> inner) {
   {
     std::lock_guard<std::mutex> lk(done_mu_);
+    inner_ = std::move(inner);
+  }
+  done_cv_.notify_all();
+}
+
+bool WorkHCCL::wait_for_transport(std::chrono::milliseconds timeout) {
+  c10::intrusive_ptr<c10d::Work> inner;
+  {
+    // A checked receive gets its transport work once the send is posted (or fails).
+    std::unique_lock<std::mutex> lk(done_mu_);
+    done_cv_.wait(lk, [&] { return done_ || inner_; });
     if (done_) return true;
+    inner = inner_;
   }
   try {
-    inner_->wait(timeout == kNoTimeout ? state_->timeout : timeout);
+    inner->wait(timeout == kNoTimeout ? state_->timeout : timeout);
     if (finish_) finish_();
     complete();
   } catch (const std::exception& e) {
@@ -288,7 +328,9 @@ bool WorkHCCL::wait(std::chrono::milliseconds timeout) {
     }
     if (state_->dump_after_s > 0 && !dumped && elapsed > static_cast<int64_t>(state_->dump_after_s * 1e9)) {
       dumped = true;
-      std::cerr << board.report(c10::str("hccl: rank ", state_->rank, " has waited ", elapsed / 1e9, " s for ",
+      char waited[32];
+      std::snprintf(waited, sizeof(waited), "%.2f s", elapsed / 1e9);
+      std::cerr << board.report(c10::str("hccl: rank ", state_->rank, " has waited ", waited, " in ",
                                          describe(sig_), " (#", seq_, " on group '", board.group(), "')"),
                                 seq_)
                 << std::endl;
@@ -317,7 +359,24 @@ ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Backend> transport, 
   if (!options_->group_name.empty()) state_->board->set_group(options_->group_name, options_->global_ranks_in_group);
 }
 
-ProcessGroupHCCL::~ProcessGroupHCCL() { state_->board->leave(); }
+namespace {
+// Transports of groups that failed. A rank that gave up may leave a peer's transport
+// operation waiting for data that never comes, until the transport's own timeout; Gloo's
+// destructor waits for its operations, so destroying the group would hang that long. The
+// transport is kept instead (its threads end at that timeout or with the process).
+void keep_failed_transport(c10::intrusive_ptr<c10d::Backend> transport) {
+  static auto* kept = new std::vector<c10::intrusive_ptr<c10d::Backend>>();
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lk(mu);
+  kept->push_back(std::move(transport));
+}
+}  // namespace
+
+ProcessGroupHCCL::~ProcessGroupHCCL() {
+  stop_receives();
+  state_->board->leave();
+  if (state_->broken.load()) keep_failed_transport(std::move(transport_));
+}
 
 c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupHCCL::getBackendOptions() {
   return c10::static_intrusive_pointer_cast<c10d::Backend::Options>(options_);
@@ -338,13 +397,126 @@ void ProcessGroupHCCL::setTimeout(std::chrono::milliseconds timeout) {
 uint64_t ProcessGroupHCCL::getSequenceNumberForGroup() { return state_->board->last_posted(); }
 
 void ProcessGroupHCCL::abort() {
+  stop_receives();
   state_->board->leave();
-  transport_->abort();
+  if (!state_->broken.load()) transport_->abort();
 }
 
 void ProcessGroupHCCL::shutdown() {
+  stop_receives();
   state_->board->leave();
-  transport_->shutdown();
+  if (!state_->broken.load()) transport_->shutdown();
+}
+
+void ProcessGroupHCCL::enqueue_receive(PendingRecv recv) {
+  {
+    std::lock_guard<std::mutex> lk(recv_mu_);
+    if (pending_recvs_.empty()) pending_recvs_.resize(size_);
+    if (!recv_thread_.joinable() && !recv_stop_) recv_thread_ = std::thread([this] { dispatch_receives(); });
+    pending_recvs_[recv.src].push_back(std::move(recv));
+  }
+  recv_cv_.notify_all();
+  state_->board->notify();
+}
+
+void ProcessGroupHCCL::stop_receives() {
+  {
+    std::lock_guard<std::mutex> lk(recv_mu_);
+    recv_stop_ = true;
+  }
+  recv_cv_.notify_all();
+  state_->board->notify();
+  if (recv_thread_.joinable() && recv_thread_.get_id() != std::this_thread::get_id()) recv_thread_.join();
+}
+
+void ProcessGroupHCCL::dispatch_receives() {
+  Board& board = *state_->board;
+  constexpr int64_t kSliceNs = 50'000'000;
+  while (true) {
+    const uint32_t seen = board.changes();
+    std::vector<PendingRecv> ready;
+    std::vector<std::pair<PendingRecv, std::exception_ptr>> failed;
+    bool waiting = false;
+    {
+      std::unique_lock<std::mutex> lk(recv_mu_);
+      recv_cv_.wait(lk, [&] {
+        if (recv_stop_) return true;
+        for (const auto& q : pending_recvs_) {
+          if (!q.empty()) return true;
+        }
+        return false;
+      });
+      if (recv_stop_) {
+        for (auto& q : pending_recvs_) {
+          for (auto& r : q) {
+            failed.emplace_back(std::move(r), dist_error(c10::str("hccl recv from rank ", r.src, " on group '",
+                                                                  board.group(), "': the group was destroyed before "
+                                                                  "the matching send was posted")));
+          }
+          q.clear();
+        }
+      }
+      const int64_t now = now_ns();
+      for (auto& q : pending_recvs_) {
+        while (!q.empty() && !recv_stop_) {
+          PendingRecv& r = q.front();
+          std::string why;
+          Board::SendCheck check = board.check_send(r.src, r.n, r.sig, &why);
+          if (check == Board::SendCheck::kNotYet) {
+            std::string problem;
+            if (now >= r.deadline_ns) {
+              problem = board.report(
+                  c10::str("hccl recv of ", describe(r.sig), " on group '", board.group(), "' timed out after ",
+                           state_->timeout.count() / 1000.0, " s on rank ", rank_, ": rank ", r.src,
+                           " did not post its send #", r.n, " to rank ", rank_,
+                           ". The timeout comes from init_process_group(timeout=...) or HCCL_EXEC_TIMEOUT"),
+                  0);
+            } else if (now - r.checked_ns >= kSliceNs) {
+              r.checked_ns = now;
+              std::string gone = board.first_gone_peer({r.src});
+              if (!gone.empty()) {
+                problem = board.report(c10::str("hccl recv of ", describe(r.sig), " on group '", board.group(),
+                                                "' cannot complete: ", gone, " before sending"),
+                                       0);
+              }
+            }
+            if (problem.empty()) {
+              waiting = true;
+              break;
+            }
+            why = problem;
+          }
+          if (!why.empty()) {
+            // The unread message would reach the next receive from this source: fail those too.
+            for (auto& rest : q) failed.emplace_back(std::move(rest), dist_error(why));
+            q.clear();
+            break;
+          }
+          ready.push_back(std::move(r));
+          q.pop_front();
+        }
+      }
+    }
+    for (auto& r : ready) {
+      try {
+        r.work->set_transport_work(transport_->recv(r.views, r.src, 0));
+      } catch (const std::exception& e) {
+        r.work->fail(dist_error(c10::str("hccl recv from rank ", r.src, " could not start on rank ", rank_, ": ",
+                                         what_of(e))));
+      }
+    }
+    for (auto& f : failed) f.first.work->fail(f.second);
+    {
+      std::lock_guard<std::mutex> lk(recv_mu_);
+      if (recv_stop_) {
+        bool empty = true;
+        for (const auto& q : pending_recvs_) empty = empty && q.empty();
+        if (empty) return;
+        continue;
+      }
+    }
+    if (waiting && ready.empty() && failed.empty()) board.wait_for_change(seen, 20'000'000);
+  }
 }
 
 void ProcessGroupHCCL::check_usable(Op op) const {
@@ -375,7 +547,7 @@ std::string ProcessGroupHCCL::remote_check(uint64_t seq, const Signature& sig, s
     std::string why = incompatibility(sig, rank_, sigs[r], r);
     if (!why.empty()) {
       return c10::str("hccl ", op_name(static_cast<Op>(sig.op)), " (#", seq, " on group '", state_->board->group(),
-                      "'): ", why, ". Nothing was transferred; the group stays usable.");
+                      "'): ", why, ". No rank entered the transport");
     }
   }
   return "";
@@ -393,7 +565,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(Op op, const Signatu
   std::string mismatch;
   try {
     if (board.shared()) {
-      mismatch = board.await_peers(seq, timeout, state_->dump_after_s);
+      // A barrier waits for everyone; a collective enters the transport at once (the peers
+      // that arrive later compare with it before they do).
+      mismatch = board.await_peers(seq, timeout, state_->dump_after_s, /*all=*/!start);
     } else if (size_ > 1) {
       mismatch = remote_check(seq, sig, timeout);
     }
@@ -404,8 +578,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(Op op, const Signatu
     throw_dist_error(msg);
   }
   if (!mismatch.empty()) {
+    // Peers that posted first may already wait in the transport for this rank: the group
+    // cannot continue. They learn why from the board.
     board.set_state(seq, EntryState::kFailed);
-    throw_dist_error(mismatch);
+    std::string msg = mismatch + c10::str(". The group is no longer usable: call "
+                                          "torch.distributed.destroy_process_group() and init_process_group() again");
+    state_->mark_broken(msg);
+    throw_dist_error(msg);
   }
   board.set_state(seq, EntryState::kRunning);
   auto work = c10::make_intrusive<WorkHCCL>(rank_, type, seq, sig, std::move(outputs), state_, false);
@@ -856,6 +1035,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recv(std::vector<at::Tensor>& t
   sig.peer = src;
   sig.tag = tag;
   auto views = host_views(tensors);
+  if (tag == 0 && state_->board->p2p_checked() && src >= 0 && src < size_ && src != rank_) {
+    check_usable(Op::kRecv);
+    auto work = c10::make_intrusive<WorkHCCL>(rank_, c10d::OpType::RECV, 0, sig, tensors, state_, true);
+    work->complete_on_wait(nullptr);
+    uint64_t n;
+    {
+      std::lock_guard<std::mutex> lk(recv_mu_);
+      if (recv_counts_.empty()) recv_counts_.assign(size_, 0);
+      n = ++recv_counts_[src];
+    }
+    const int64_t now = now_ns();
+    enqueue_receive(PendingRecv{work, views, src, n, sig, now + static_cast<int64_t>(state_->timeout.count()) * 1'000'000,
+                                now});
+    return work;
+  }
   return point_to_point(Op::kRecv, sig, tensors, c10d::OpType::RECV,
                         [this, views, src, tag](std::chrono::milliseconds) mutable {
                           return transport_->recv(views, src, tag);

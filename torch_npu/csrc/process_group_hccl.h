@@ -14,7 +14,9 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <condition_variable>
+#include <deque>
 #include <mutex>
+#include <thread>
 
 namespace torch_npu::hccl {
 
@@ -54,7 +56,7 @@ class WorkHCCL : public c10d::Work {
   // Completion, from the transport's thread.
   void complete();
   void fail(std::exception_ptr error);
-  void set_transport_work(c10::intrusive_ptr<c10d::Work> inner) { inner_ = std::move(inner); }
+  void set_transport_work(c10::intrusive_ptr<c10d::Work> inner);
   // For transport works without a future: completion is observed in wait() and
   // isCompleted(), which then run `finish`.
   void complete_on_wait(std::function<void()> finish) {
@@ -148,6 +150,16 @@ class ProcessGroupHCCL : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
 
   const std::shared_ptr<GroupState>& state() const { return state_; }
+  // A checked receive waiting for its send to be posted (see dispatch_receives).
+  struct PendingRecv {
+    c10::intrusive_ptr<WorkHCCL> work;
+    std::vector<at::Tensor> views;
+    int src;
+    uint64_t n;  // the n-th tag-0 receive from src
+    Signature sig;
+    int64_t deadline_ns;
+    int64_t checked_ns;
+  };
   const c10::intrusive_ptr<c10d::Backend>& transport() const { return transport_; }
 
  private:
@@ -161,10 +173,23 @@ class ProcessGroupHCCL : public c10d::Backend {
   void check_usable(Op op) const;
   std::string remote_check(uint64_t seq, const Signature& sig, std::chrono::milliseconds timeout);
 
+  // Receives are posted to the transport only once the matching send's signature is on the
+  // board (a receive buffer smaller than the message would crash the transport), by one
+  // thread, in order per source, so that irecv/isend in any order never block the caller.
+  void enqueue_receive(PendingRecv recv);
+  void dispatch_receives();
+  void stop_receives();
+
   c10::intrusive_ptr<c10d::Backend> transport_;
   c10::intrusive_ptr<Options> options_;
   std::shared_ptr<GroupState> state_;
   std::mutex issue_mu_;  // signature order and transport order must be the same
+  std::mutex recv_mu_;
+  std::condition_variable recv_cv_;
+  std::vector<std::deque<PendingRecv>> pending_recvs_;  // per source
+  std::vector<uint64_t> recv_counts_;                   // tag-0 receives issued per source
+  std::thread recv_thread_;
+  bool recv_stop_ = false;
 };
 
 }  // namespace torch_npu::hccl

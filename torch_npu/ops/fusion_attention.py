@@ -4,9 +4,9 @@ transformers' Ascend flash-attention integration and Megatron/MindSpeed-style tr
 ``torch_npu.npu_fusion_attention`` (layouts BSH, SBH, BSND, BNSD and packed TND, sparse modes,
 dropout, GQA). Here the operators are defined with the Ascend schema in the ``npu`` namespace and
 run the runtime's flash kernels (``npu::_fused_attention_forward``/``_backward``), which never
-materialise an Sq x Skv matrix unless an explicit mask or positional bias is given. A fake kernel
-makes them traceable by ``torch.compile`` and ``torch.export``; autograd uses the grad operator,
-as on Ascend.
+materialise an Sq x Skv matrix unless an explicit mask or positional bias is given. Shape
+functions (a fake kernel for the forward, a Meta kernel for the grad operator) make them traceable
+by ``torch.compile`` and ``torch.export``; autograd uses the grad operator, as on Ascend.
 
 The schema follows the Ascend package, with one difference a caller cannot see: the three int
 outputs (dropout seed, offset, element count) are declared ``SymInt`` so that a compiled
@@ -202,7 +202,6 @@ def _fusion_attention_grad(query, key, value, dy, head_num, input_layout, *, pse
     return p.to_layout(dq), p.to_layout(dk), p.to_layout(dv), dpse, dsink
 
 
-@torch.library.register_fake("npu::npu_fusion_attention_grad", lib=_LIB)
 def _fusion_attention_grad_fake(query, key, value, dy, head_num, input_layout, *, pse=None, padding_mask=None,
                                 atten_mask=None, softmax_max=None, softmax_sum=None, softmax_in=None,
                                 attention_in=None, scale_value=1.0, keep_prob=1.0, pre_tockens=2147483647,
@@ -225,6 +224,11 @@ def _fusion_attention_grad_fake(query, key, value, dy, head_num, input_layout, *
 for _key in ("CPU", "PrivateUse1"):
     _LIB.impl("npu_fusion_attention", _fusion_attention, _key)
     _LIB.impl("npu_fusion_attention_grad", _fusion_attention_grad, _key)
+# The grad op's shape function needs no fake context, so it is a Meta kernel (FakeTensorMode
+# runs it): torch.library.register_fake inspects its caller's source and module at
+# registration, a cost paid at `import torch_npu`. The forward keeps register_fake, which it
+# needs for the run-time dropout seed (an unbacked SymInt from the fake context).
+_LIB.impl("npu_fusion_attention_grad", _fusion_attention_grad_fake, "Meta")
 
 
 _SAVED_ARGS = ("head_num", "input_layout", "scale", "keep_prob", "pre_tockens", "next_tockens", "inner_precise",

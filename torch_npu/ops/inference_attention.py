@@ -337,7 +337,6 @@ def _prompt_flash_attention(query, key, value, *, padding_mask=None, atten_mask=
     return call.problem.to_layout(out)
 
 
-@torch.library.register_fake("npu::npu_prompt_flash_attention", lib=_LIB)
 def _prompt_flash_attention_fake(query, key, value, *, padding_mask=None, atten_mask=None, pse_shift=None,
                                  actual_seq_lengths=None, deq_scale1=None, quant_scale1=None, deq_scale2=None,
                                  quant_scale2=None, quant_offset2=None, num_heads=1, scale_value=1.0,
@@ -386,7 +385,6 @@ def _incre_flash_attention(query, key, value, *, padding_mask=None, atten_mask=N
     return call.problem.to_layout(out)
 
 
-@torch.library.register_fake("npu::npu_incre_flash_attention", lib=_LIB)
 def _incre_flash_attention_fake(query, key, value, *, padding_mask=None, atten_mask=None, pse_shift=None,
                                 actual_seq_lengths=None, antiquant_scale=None, antiquant_offset=None,
                                 block_table=None, dequant_scale1=None, quant_scale1=None, dequant_scale2=None,
@@ -444,7 +442,6 @@ def _fused_infer_attention_score(query, key, value, **kwargs):
     return call.problem.to_layout(out), lse
 
 
-@torch.library.register_fake("npu::npu_fused_infer_attention_score", lib=_LIB)
 def _fused_infer_attention_score_fake(query, key, value, **kwargs):
     kw = dict(_FIA_DEFAULTS, **kwargs)
     call = _fia_call(query, key, value, kw, False)
@@ -456,6 +453,14 @@ for _key in ("CPU", "PrivateUse1"):
     _LIB.impl("npu_prompt_flash_attention", _prompt_flash_attention, _key)
     _LIB.impl("npu_incre_flash_attention", _incre_flash_attention, _key)
     _LIB.impl("npu_fused_infer_attention_score", _fused_infer_attention_score, _key)
+
+# The shape functions are Meta kernels: FakeTensorMode (torch.compile, torch.export, opcheck)
+# runs them, and so do meta tensors. torch.library.register_fake would serve too, but it looks
+# up its caller's source and module (inspect over every loaded module), which made these
+# registrations a visible part of `import torch_npu`; none of these needs the fake context.
+_LIB.impl("npu_prompt_flash_attention", _prompt_flash_attention_fake, "Meta")
+_LIB.impl("npu_incre_flash_attention", _incre_flash_attention_fake, "Meta")
+_LIB.impl("npu_fused_infer_attention_score", _fused_infer_attention_score_fake, "Meta")
 
 npu_prompt_flash_attention = torch.ops.npu.npu_prompt_flash_attention
 npu_incre_flash_attention = torch.ops.npu.npu_incre_flash_attention

@@ -24,7 +24,10 @@ def report(**data) -> None:
     import torch.distributed as dist
 
     rank = dist.get_rank() if dist.is_initialized() else int(os.environ.get("RANK", "0"))
-    print("RESULT " + json.dumps({"rank": rank, **data}), flush=True)
+    # One write() per line: ranks share the launcher's pipe, and separate writes of the text
+    # and its newline could interleave with another rank's line.
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), ("RESULT " + json.dumps({"rank": rank, **data}) + "\n").encode())
 
 
 def listed(t: torch.Tensor) -> list:
@@ -40,3 +43,21 @@ def same(a: torch.Tensor, b: torch.Tensor) -> bool:
 def fail(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
     raise SystemExit(1)
+
+
+_TORCHVISION_LIB = None
+
+
+def define_torchvision_schemas() -> None:
+    """transformers imports torchvision, whose wheel here is a CUDA build: its C++ operators do
+    not load, and its import registers fake kernels for torchvision::nms and ::qnms, which
+    fails unless their schemas exist. Define them (nothing happens when they exist)."""
+    global _TORCHVISION_LIB
+    schemas = {"nms": "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
+               "qnms": "qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"}
+    missing = [s for name, s in schemas.items() if not torch._C._dispatch_has_kernel(f"torchvision::{name}")
+               and not hasattr(torch.ops.torchvision, name)]
+    if missing:
+        _TORCHVISION_LIB = torch.library.Library("torchvision", "FRAGMENT")
+        for schema in missing:
+            _TORCHVISION_LIB.define(schema)
