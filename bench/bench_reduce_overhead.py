@@ -6,19 +6,23 @@ allocations) rather than arithmetic:
 * ``linear_ln_gelu``: 24 x (Linear + LayerNorm + GELU), width 32, batch 4;
 * ``many_small_ops``: the many-small-ops model of ``bench_graphs.py``;
 * ``gpt2_decode``: one decode step (batch 1, one new token over a static KV cache of 32
-  positions) of a tiny transformers GPT-2 (2 layers, width 64), when transformers imports.
+  positions) of a tiny transformers GPT-2 (2 layers, width 64); training runs the same
+  step with gradients.
 
-For each model, inference and a training step (forward, backward) are timed as medians of
-several steps after warm-up, for Inductor without graphs, ``backend="npugraphs"`` and
-``mode="reduce-overhead"``, all in this process; reported as ratios (Inductor ÷
-reduce-overhead, goal >= 1.5; npugraphs ÷ reduce-overhead, goal >= 1.3). Also:
+For each model, inference and a training step (``mark_step_begin``, forward, backward)
+run for Inductor without graphs, ``backend="npugraphs"`` and ``mode="reduce-overhead"``,
+all three compiled side by side in this process and warmed up first; they are then timed
+in interleaved blocks (each lasting about 40 ms of the slowest variant), and each figure is the median over blocks of the ratio measured
+within a block (Inductor ÷ reduce-overhead, goal >= 1.5; npugraphs ÷ reduce-overhead,
+goal >= 1.3), with its interquartile range, and the recompiles, re-records and eager runs
+seen while timing (all must be 0). Also:
 
 * the replay cost per captured kernel launch: an NPU graph of N launches of a one-element
   Inductor kernel, replay time ÷ N (goal <= 0.5 µs), next to the same compiled calls made
   uncaptured;
 * ``memory_allocated`` before and after 1,000 reduce-overhead replays.
 
-    python bench/bench_reduce_overhead.py [--steps N] [--json] [--only NAME]
+    python bench/bench_reduce_overhead.py [--blocks N] [--block-steps N] [--json] [--only NAME]
 """
 from __future__ import annotations
 
@@ -52,6 +56,9 @@ class LinearLnGelu(torch.nn.Module):
         return x
 
 
+MODES = ("inductor", "npugraphs", "reduce-overhead")
+
+
 def _median(step: Callable[[], Any], steps: int, warmup: int = 5) -> float:
     for _ in range(warmup):
         step()
@@ -63,8 +70,10 @@ def _median(step: Callable[[], Any], steps: int, warmup: int = 5) -> float:
     return statistics.median(times)
 
 
-def _inference(fn: Callable, *args: Any) -> Callable[[], Any]:
+def _inference(fn: Callable, *args: Any, before: Callable[[], None] | None = None) -> Callable[[], Any]:
     def step() -> Any:
+        if before is not None:
+            before()
         with torch.no_grad():
             return fn(*args)
 
@@ -83,55 +92,165 @@ def _training(fn: Callable, params: list, *args: Any) -> Callable[[], Any]:
     return step
 
 
+def _define_torchvision_schemas() -> None:
+    # The torchvision wheel here is a CUDA build whose C++ operators do not load; its
+    # Python code (imported by transformers) registers fake kernels for these two
+    # operators at import, which needs their schemas.
+    global _TORCHVISION_LIB
+    missing = [
+        schema
+        for name, schema in (
+            ("nms", "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"),
+            ("qnms", "qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"),
+        )
+        if not torch._C._dispatch_has_kernel(f"torchvision::{name}") and not hasattr(torch.ops.torchvision, name)
+    ]
+    if missing:
+        _TORCHVISION_LIB = torch.library.Library("torchvision", "FRAGMENT")
+        for schema in missing:
+            _TORCHVISION_LIB.define(schema)
+
+
+_TORCHVISION_LIB = None
+
+
 def _gpt2_case() -> Callable[[], tuple] | str:
     """A maker of (model, args, kwargs) for one GPT-2 decode step, or why there is none."""
     try:
+        _define_torchvision_schemas()
         from transformers import GPT2Config, GPT2LMHeadModel
         from transformers.cache_utils import StaticCache
     except Exception as exc:  # noqa: BLE001 - reported, not fatal
         return f"transformers does not import here ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
-    config = GPT2Config(n_layer=2, n_embd=64, n_head=2, n_positions=64, vocab_size=128)
+    # No dropout: every variant computes the same thing at every step.
+    config = GPT2Config(
+        n_layer=2, n_embd=64, n_head=2, n_positions=64, vocab_size=128, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0
+    )
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(config).npu().eval()
+    model = GPT2LMHeadModel(config).npu()
 
-    def make() -> tuple:
-        # A fresh static cache per compile: its tensors are static inputs updated in place.
+    def make(train: bool) -> tuple:
+        if train:
+            # A training step of the same model at batch 1 (8 tokens, no KV cache: a
+            # cache written under autograd would chain every step's graph to the last).
+            return copy.deepcopy(model), (), dict(input_ids=torch.arange(8, device="npu")[None] % 128), None
+        # A fresh model and static cache per compile: the cache's tensors are static
+        # inputs updated in place, and each compiled variant needs its own.
+        cache = StaticCache(config=config, max_cache_len=32)
         kwargs = dict(
             input_ids=torch.tensor([[5]], device="npu"),
-            past_key_values=StaticCache(config=config, max_cache_len=32),
+            past_key_values=cache,
             cache_position=torch.tensor([7], device="npu"),
             use_cache=True,
         )
-        return copy.deepcopy(model), (), kwargs
+
+        def same_position() -> None:
+            # The static cache counts the tokens written (cumulative_length, a device
+            # tensor) and writes at that count: set it back so that every timed step
+            # is the same decode step at position 7 (one tiny eager op per layer).
+            for layer in cache.layers:
+                if getattr(layer, "is_initialized", False):
+                    layer.cumulative_length.fill_(7)
+
+        return copy.deepcopy(model), (), kwargs, same_position
 
     return make
 
 
-def _time_model(name: str, make: Callable[[], tuple[torch.nn.Module, tuple, dict]], steps: int, train: bool) -> dict:
-    results: dict[str, float] = {}
-    for mode in ("inductor", "npugraphs", "reduce-overhead"):
-        torch._dynamo.reset()
-        from torch_npu.compiler import graph_trees
+def _compile(model: torch.nn.Module, mode: str) -> Callable:
+    if mode == "inductor":
+        return torch.compile(model)
+    if mode == "npugraphs":
+        return torch.compile(model, backend="npugraphs")
+    return torch.compile(model, mode="reduce-overhead")
 
-        graph_trees.reset()
-        model, args, kwargs = make()
-        if mode == "inductor":
-            compiled = torch.compile(model)
-        elif mode == "npugraphs":
-            compiled = torch.compile(model, backend="npugraphs")
-        else:
-            compiled = torch.compile(model, mode="reduce-overhead")
-        fn = (lambda *a: compiled(*a, **kwargs).logits) if kwargs else compiled
+
+def _graph_counts() -> dict[str, int]:
+    from torch._dynamo.utils import counters
+
+    from torch_npu.compiler import graph_trees
+
+    stats = [m.stats for m in graph_trees.managers()]
+    return {
+        "frames_compiled": counters["stats"]["unique_graphs"],
+        "records": sum(s["records"] for s in stats),
+        "eager_runs": sum(s["eager_runs"] for s in stats),
+        "replays": sum(s["replays"] for s in stats),
+    }
+
+
+def _time_model(
+    name: str, make: Callable[[bool], tuple[torch.nn.Module, tuple, dict, Any]], blocks: int, block_steps: int, train: bool
+) -> dict:
+    """All three variants compiled side by side, then timed in interleaved blocks.
+
+    Each block times ``block_steps`` steps of every variant back to back (the order
+    rotating from block to block); a ratio is taken within each block, so a change of
+    machine load between blocks cancels out, and the figure is the median of the blocks'
+    ratios. Recompiles and re-records during the timed blocks are counted and reported:
+    a timed step must be a replay.
+    """
+    torch._dynamo.reset()
+    from torch_npu.compiler import graph_trees
+
+    graph_trees.reset()
+    steps: dict[str, Callable[[], Any]] = {}
+    for mode in MODES:
+        model, args, kwargs, before = make(train)
+        compiled = _compile(model, mode)
+        fn = (lambda *a, c=compiled, kw=kwargs: c(*a, **kw).logits) if kwargs else compiled
         if train:
             params = [p for p in model.parameters() if p.requires_grad]
-            results[mode] = _median(_training(fn, params, *args), steps)
+            steps[mode] = _training(fn, params, *args)
         else:
-            results[mode] = _median(_inference(fn, *args), steps)
+            steps[mode] = _inference(fn, *args, before=before)
+    # Warm-up: compile, warm up, record; then some replays so caches settle.
+    for step in steps.values():
+        for _ in range(8):
+            step()
+    # A block must last much longer than a scheduling quantum of a loaded machine
+    # (several ms), or one descheduling decides a whole block's ratio: size blocks to
+    # about 40 ms of the slowest variant.
+    slowest = 0.0
+    for step in steps.values():
+        t0 = time.perf_counter()
+        for _ in range(3):
+            step()
+        slowest = max(slowest, (time.perf_counter() - t0) / 3)
+    block_steps = max(block_steps, int(0.04 / max(slowest, 1e-6)))
+    before = _graph_counts()
+    ratios: dict[str, list[float]] = {"inductor": [], "npugraphs": []}
+    ro_times = []
+    for b in range(blocks):
+        order = MODES[b % 3 :] + MODES[: b % 3]
+        times = {}
+        for mode in order:
+            step = steps[mode]
+            t0 = time.perf_counter()
+            for _ in range(block_steps):
+                step()
+            times[mode] = (time.perf_counter() - t0) / block_steps
+        ratios["inductor"].append(times["inductor"] / times["reduce-overhead"])
+        ratios["npugraphs"].append(times["npugraphs"] / times["reduce-overhead"])
+        ro_times.append(times["reduce-overhead"])
+    after = _graph_counts()
     kind = "train" if train else "infer"
+
+    def spread(values: list[float]) -> str:
+        q = statistics.quantiles(values, n=4)
+        return f"{q[0]:.2f}..{q[2]:.2f}"
+
     return {
-        f"{name}_{kind}_inductor_over_reduce_overhead": results["inductor"] / results["reduce-overhead"],
-        f"{name}_{kind}_npugraphs_over_reduce_overhead": results["npugraphs"] / results["reduce-overhead"],
-        f"{name}_{kind}_reduce_overhead_step_us": results["reduce-overhead"] * 1e6,
+        f"{name}_{kind}_inductor_over_reduce_overhead": statistics.median(ratios["inductor"]),
+        f"{name}_{kind}_inductor_over_reduce_overhead_iqr": spread(ratios["inductor"]),
+        f"{name}_{kind}_npugraphs_over_reduce_overhead": statistics.median(ratios["npugraphs"]),
+        f"{name}_{kind}_npugraphs_over_reduce_overhead_iqr": spread(ratios["npugraphs"]),
+        f"{name}_{kind}_reduce_overhead_step_us": statistics.median(ro_times) * 1e6,
+        f"{name}_{kind}_steps_per_block": block_steps,
+        f"{name}_{kind}_recompiles_records_eager_runs_while_timed": (
+            f"{after['frames_compiled'] - before['frames_compiled']}, {after['records'] - before['records']}, "
+            f"{after['eager_runs'] - before['eager_runs']}"
+        ),
     }
 
 
@@ -184,23 +303,35 @@ def memory_after_replays(replays: int = 1000) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--blocks", type=int, default=15, help="interleaved timing blocks per model")
+    parser.add_argument(
+        "--block-steps", type=int, default=10, help="at least this many steps of each variant per block (more, to last ~40 ms)"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="intra-op threads (torch.set_num_threads). 1 by default: these models are launch-bound, and "
+        "with 2 OpenMP threads on a loaded 2-core machine, kernels run back to back from a replay wait "
+        "for spinning OpenMP workers (GPT-2 decode replays seen at 70-140 ms instead of 0.2 ms)",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--only", choices=["linear_ln_gelu", "many_small_ops", "gpt2_decode"])
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     from bench_graphs import ManySmallOps
 
-    def linear_case() -> tuple:
+    def linear_case(train: bool) -> tuple:
         torch.manual_seed(0)
-        return LinearLnGelu().npu(), (torch.randn(4, 32, device="npu"),), {}
+        return LinearLnGelu().npu(), (torch.randn(4, 32, device="npu"),), {}, None
 
-    def small_ops_case() -> tuple:
+    def small_ops_case(train: bool) -> tuple:
         torch.manual_seed(0)
-        return ManySmallOps().npu(), (torch.randn(8, 16, device="npu"),), {}
+        return ManySmallOps().npu(), (torch.randn(8, 16, device="npu"),), {}, None
 
     cases: dict[str, Any] = {"linear_ln_gelu": linear_case, "many_small_ops": small_ops_case}
     gpt2 = _gpt2_case()
-    results: dict[str, Any] = {"load_average_1min": os.getloadavg()[0]}
+    results: dict[str, Any] = {"load_average_1min": os.getloadavg()[0], "threads": torch.get_num_threads()}
     if isinstance(gpt2, str):
         results["gpt2_decode_skipped"] = gpt2
     else:
@@ -208,9 +339,9 @@ def main() -> None:
     for name, make in cases.items():
         if args.only and name != args.only:
             continue
-        results.update(_time_model(name, make, args.steps, train=False))
-        if name != "gpt2_decode":
-            results.update(_time_model(name, make, args.steps, train=True))
+        results.update(_time_model(name, make, args.blocks, args.block_steps, train=False))
+        results.update(_time_model(name, make, args.blocks, args.block_steps, train=True))
+    results["load_average_1min_end"] = os.getloadavg()[0]
     results.update(replay_cost_per_launch())
     results.update(memory_after_replays())
     if args.json:

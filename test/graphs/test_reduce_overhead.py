@@ -239,16 +239,113 @@ def test_cache_hit_path_is_captured_too():
     assert hits >= 1, dict(counters)
 
 
-def test_outputs_of_a_finished_step_stay_valid():
+def _output_copies():
+    return sum(g.copies["outputs"] for g in _recorded_graphs())
+
+
+def _input_copies():
+    return sum(g.copies["inputs"] for g in _recorded_graphs())
+
+
+def test_replay_hands_out_the_static_outputs_in_place():
     compiled = torch.compile(lambda x: (x.sin() + 1) * 3, mode="reduce-overhead")
-    xs = [torch.randn(6) for _ in range(5)]
-    outs = []
+    x = torch.randn(6)
+    outs = [compiled(x.npu()) for _ in range(4)]
+    (graph,) = _recorded_graphs()
+    # The last two calls replayed; their outputs live in the graph's own output memory.
+    assert outs[-1].data_ptr() == graph.static_outputs[0].data_ptr()
+    assert _output_copies() == 0
+    assert_close_to_cpu(outs[-1], (x.sin() + 1) * 3)
+
+
+def test_output_of_a_finished_step_stays_valid_until_overwritten():
+    f = torch.compile(lambda x: (x.sin() + 1) * 3, mode="reduce-overhead")
+    g = torch.compile(lambda x: x.cos() - 2, mode="reduce-overhead")
+    xs = [torch.randn(6) for _ in range(6)]
+    kept_f, kept_g = [], []
     for x in xs:
         torch_npu.npu.mark_step_begin()
-        outs.append(compiled(x.npu()))
-    for x, out in zip(xs, outs):
-        assert_close_to_cpu(out, (x.sin() + 1) * 3)
-    assert _manager().stats["replays"] == 3
+        kept_f.append(f(x.npu()))
+        kept_g.append(g(x.npu()))
+    # The last step's outputs are valid after the step (and after the other graph ran).
+    assert_close_to_cpu(kept_f[-1], (xs[-1].sin() + 1) * 3)
+    assert_close_to_cpu(kept_g[-1], xs[-1].cos() - 2)
+    # The warm-up's output is not graph memory; the recording's is, and was overwritten.
+    assert_close_to_cpu(kept_f[0], (xs[0].sin() + 1) * 3)
+    with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
+        kept_f[1].cpu()
+    assert _manager().stats["replays"] == 8 and _output_copies() == 0
+
+
+def test_reading_an_overwritten_output_fails_loudly_naming_it():
+    compiled = torch.compile(lambda x: (x * 2).exp(), mode="reduce-overhead")
+    x = torch.randn(5)
+    for _ in range(2):
+        compiled(x.npu())
+    first = compiled(x.npu())  # a replay: graph memory handed out
+    assert_close_to_cpu(first, (x * 2).exp())
+    second = compiled(x.npu())  # a new invocation replays over it
+    assert first.shape == (5,)  # metadata stays readable
+    for read in (lambda t: t.cpu(), lambda t: t + 1, lambda t: t.sum()):
+        with pytest.raises(RuntimeError, match="overwritten by a subsequent run") as info:
+            read(first)
+        assert "output 0 of NPU graph reduce-overhead" in str(info.value)
+        assert "mark_step_begin" in str(info.value) and "clone" in str(info.value)
+    assert_close_to_cpu(second, (x * 2).exp())
+    # A clone taken before the next step survives it.
+    kept = second.clone()
+    compiled(x.npu())
+    assert_close_to_cpu(kept, (x * 2).exp())
+
+
+def test_outputs_of_recorded_graphs_feed_other_graphs_in_place():
+    f = torch.compile(lambda x: (x.sin() * 2).relu(), mode="reduce-overhead")
+    g = torch.compile(lambda y, x: (y + x).tanh(), mode="reduce-overhead")
+    x_cpu = torch.randn(7)
+    x = x_cpu.npu()
+    for _ in range(5):
+        torch_npu.npu.mark_step_begin()
+        y = f(x)
+        z = g(y, x)
+    assert_close_to_cpu(z, ((x_cpu.sin() * 2).relu() + x_cpu).tanh())
+    g_graph = next(gr for fn in _manager()._functions for gs in fn._graphs.values() for gr in gs if 0 in gr.borrowed_idxs)
+    f_graph = next(gr for gr in _recorded_graphs() if gr is not g_graph)
+    # y is f's static output, and g was captured on that very memory: used in place.
+    assert y.data_ptr() == f_graph.static_outputs[0].data_ptr() == g_graph.placeholders[0].data_ptr()
+    # Only x, an ordinary input, is copied in at each replay.
+    assert g_graph.borrowed_idxs == (0,) and g_graph.copied_idxs == (1,)
+    assert g_graph.copies["inputs"] == 4 and _output_copies() == 0
+
+
+def test_outputs_kept_within_one_step_record_a_sibling_instead_of_overwriting():
+    compiled = torch.compile(lambda x: x * 4 - 1, mode="reduce-overhead")
+    x = torch.randn(3)
+    torch_npu.npu.mark_step_begin()
+    compiled(x.npu())
+    compiled(x.npu())
+    torch_npu.npu.mark_step_begin()
+    a = compiled(x.npu())  # a replay of the recorded graph
+    b = compiled(x.npu() + 1)  # same step, a still held: a sibling graph, a stays valid
+    assert_close_to_cpu(a, x * 4 - 1)
+    assert_close_to_cpu(b, (x + 1) * 4 - 1)
+    assert len(_recorded_graphs()) == 2 and _output_copies() == 0
+
+
+def test_gradient_accumulation_within_one_step():
+    cpu_model, npu_model = _pair(3)
+    compiled = torch.compile(npu_model, mode="reduce-overhead")
+    for _ in range(4):
+        torch_npu.npu.mark_step_begin()
+        for model in (cpu_model, compiled):
+            for p in (cpu_model if model is cpu_model else npu_model).parameters():
+                p.grad = None
+        for k in range(2):
+            x = torch.randn(4, 8, generator=torch.Generator().manual_seed(k))
+            cpu_model(x).square().mean().backward()
+            compiled(x.npu()).square().mean().backward()
+        for p_cpu, p_npu in zip(cpu_model.parameters(), npu_model.parameters()):
+            assert_close_to_cpu(p_npu.grad, p_cpu.grad, atol=1e-5, rtol=1e-5)
+    assert _manager().stats["replays"] >= 6 and _manager().stats["eager_runs"] == 0
 
 
 def test_thousand_replays_leave_memory_allocated_unchanged():
@@ -262,3 +359,28 @@ def test_thousand_replays_leave_memory_allocated_unchanged():
         compiled(x)
     assert torch.npu.memory_allocated() == before
     assert _manager().stats["replays"] >= 1000
+
+
+def test_re_recording_is_bounded_by_the_unexpected_rerecord_limit(caplog):
+    from torch._inductor import config
+
+    torch.manual_seed(0)
+    cpu = torch.nn.Linear(4, 3)
+    npu = copy.deepcopy(cpu).npu()
+    compiled = torch.compile(npu, mode="reduce-overhead")
+    with caplog.at_level(logging.WARNING, logger="torch_npu.compiler.graph_trees"), config.patch(
+        {"triton.cudagraph_unexpected_rerecord_limit": 2}
+    ), torch.no_grad():
+        for i in range(7):
+            # The parameter moves to new memory at every call: a recorded graph, which
+            # borrowed it at its old address, cannot replay.
+            w = torch.randn(3, 4)
+            cpu.weight.data = w
+            npu.weight.data = w.npu()
+            x = torch.randn(2, 4)
+            assert_close_to_cpu(compiled(x.npu()), cpu(x))
+    stats = _manager().stats
+    # warm-up, the first recording, two re-recordings; then uncaptured.
+    assert stats["records"] == 3 and stats["eager_runs"] == 3, stats
+    lines = [r.getMessage() for r in caplog.records if "runs uncaptured" in r.getMessage()]
+    assert len(lines) == 1 and "cudagraph_unexpected_rerecord_limit=2" in lines[0], lines

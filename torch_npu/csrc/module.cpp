@@ -23,6 +23,8 @@ namespace {
 
 using namespace torch_npu;
 
+void delete_storage_alias(void* ctx) { delete static_cast<c10::Storage*>(ctx); }
+
 py::dict stat_dict(const c10::CachingAllocator::Stat& s) {
   py::dict d;
   d["current"] = s.current;
@@ -221,6 +223,36 @@ PYBIND11_MODULE(_C, m) {
     return true;
   });
   m.def("_graph_pool_handle", &graph_pool_handle);
+  // Graph trees hand out a replay's static outputs as tensors over a storage of their own
+  // (sharing the graph's memory and keeping the graph's storage alive), so that one
+  // handed-out tensor can be made to fail loudly once a later replay overwrites that
+  // memory, without touching the graph's own storage. An alias of an alias keeps the
+  // graph's storage alive, not the alias: a graph that borrows a handed-out tensor must not
+  // keep it alive, nor fail when it is invalidated. Returns a byte tensor over the new storage.
+  m.def("_alias_storage", [](const at::Tensor& t) {
+    const c10::Storage& source = t.storage();
+    const c10::DataPtr& source_ptr = source.data_ptr();
+    auto* keep = source_ptr.get_deleter() == &delete_storage_alias
+        ? new c10::Storage(*static_cast<c10::Storage*>(source_ptr.get_context()))
+        : new c10::Storage(source);
+    at::DataPtr ptr(keep->mutable_data(), keep, &delete_storage_alias, source.device());
+    c10::Storage alias(c10::Storage::use_byte_size_t(), source.nbytes(), std::move(ptr), nullptr, false);
+    return at::empty({0}, t.options().dtype(at::kByte))
+        .set_(alias, 0, {static_cast<int64_t>(source.nbytes())}, {1});
+  });
+  m.def("_is_storage_alias", [](const at::Tensor& t) {
+    return t.storage().data_ptr().get_deleter() == &delete_storage_alias;
+  });
+  // Any later access to the data of ``t``'s storage raises ``msg`` (CUDA builds of torch
+  // have torch._C._set_storage_access_error_msg; CPU builds do not).
+  m.def("_set_storage_access_error_msg", [](const at::Tensor& t, const std::string& msg) {
+    t.storage().unsafeGetStorageImpl()->release_data_and_set_meta_custom_data_ptr_error_msg_(msg);
+  });
+  // The same for a storage known by its weak reference (``StorageWeakRef.cdata``, the
+  // address of its StorageImpl), which the caller has checked is not expired.
+  m.def("_set_storage_impl_access_error_msg", [](int64_t cdata, const std::string& msg) {
+    reinterpret_cast<c10::StorageImpl*>(cdata)->release_data_and_set_meta_custom_data_ptr_error_msg_(msg);
+  });
   m.def("_event_elapsed_time", [](py::object start, py::object end) {
     auto a = start.attr("event_id").cast<uintptr_t>();
     auto b = end.attr("event_id").cast<uintptr_t>();

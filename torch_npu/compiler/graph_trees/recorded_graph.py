@@ -5,12 +5,22 @@ outputs of other recorded graphs) are captured at their own address and never co
 a replay is only valid while the caller passes tensors at those same addresses
 (``matches``). All other tensor inputs are copied into placeholders the graph owns.
 
-Outputs come in two kinds too. Values the caller keeps (user outputs, gradients) are
-cloned out of the graph's memory, so they stay valid however often the graph replays.
-Tensors a forward saves for its backward are handed out as aliases of graph memory (no
-copy): the backward graph then borrows them. If they are still alive when this graph is
-about to overwrite them, they are moved to fresh memory first (``release``), so a
-pending backward still sees its own forward's values.
+Outputs are the graph's static outputs, handed out in place as CUDA graph trees do: each
+run hands out new tensor objects over storages of their own that share the graph's memory
+(and keep it alive), so nothing is copied. What the caller holds stays valid until the
+graph replays again; before a replay overwrites that memory, what is still held is
+
+* *invalidated* if it is a user output (or a gradient): any later read of its data raises
+  an error naming the output, the graph and the fix, like CUDA's "accessing tensor output
+  of CUDAGraphs that has been overwritten by a subsequent run";
+* *moved* to fresh memory if it is a tensor a forward saved for its backward (or
+  ``move_all`` is asked for), so a pending backward still sees its own forward's values.
+
+Whether the replay may go ahead at all (a new step) or a sibling graph must be recorded
+(same step, or activations still waiting for their backward) is the tree's decision.
+Outputs that are borrowed inputs (a parameter saved for the backward) are handed out as
+they are; those that are copied inputs live in the graph's placeholders and are treated
+as graph memory.
 """
 from __future__ import annotations
 
@@ -18,7 +28,71 @@ import weakref
 from typing import Any, Callable
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.npu.graphs import _data_ptrs_equal
+
+import torch_npu._C as _C
+
+OVERWRITTEN = (
+    "Error: accessing tensor output of NPU graphs that has been overwritten by a subsequent run "
+    "({what}). To prevent overwriting, clone the tensor outside of torch.compile() or call "
+    "torch_npu.npu.mark_step_begin() (torch.compiler.npugraph_mark_step_begin) before each model "
+    "invocation."
+)
+OVERWRITTEN_GRAD = (
+    "Error: accessing gradient tensor output of NPU graphs that has been overwritten by a "
+    "subsequent run ({what}). This can happen with torch.compile(mode='reduce-overhead') and "
+    "gradient accumulation when a .grad tensor is the output of a recorded backward. If you need "
+    "gradient accumulation, allocate stable .grad buffers before the compiled backward runs (an "
+    "eager warm-up iteration, or zeroed .grad tensors); otherwise set .grad to None before each "
+    "backward."
+)
+FREED = (
+    "Error: accessing tensor output of an NPU graph that has been freed ({what}) by "
+    "torch.compiler.reset() or the graph trees' reset(). Clone outputs you keep across a reset."
+)
+
+
+class _HandedStorage:
+    """One storage handed out by a run: the outputs living on it, for invalidation or moving."""
+
+    __slots__ = ("storage_ref", "tensor_refs", "saved", "what")
+
+    def __init__(self, storage: Any, saved: bool, what: str):
+        self.storage_ref = StorageWeakRef(storage)
+        self.tensor_refs: list[weakref.ref] = []
+        self.saved = saved
+        self.what = what
+
+    def alive(self) -> bool:
+        return not self.storage_ref.expired()
+
+    def move(self) -> int:
+        """Give the tensors still held fresh memory (``.data`` keeps the very objects autograd saved)."""
+        moved = 0
+        for ref in self.tensor_refs:
+            t = ref()
+            if t is not None:
+                t.data = t.clone()
+                moved += 1
+        return moved
+
+    def invalidate(self, template: str) -> None:
+        if self.alive():
+            _C._set_storage_impl_access_error_msg(self.storage_ref.cdata, template.format(what=self.what))
+
+
+def _borrowed_placeholder(a: torch.Tensor) -> torch.Tensor:
+    # A new tensor object on the same memory: holding the caller's own object would keep
+    # it alive forever. A tensor handed out by another graph gets a storage of its own
+    # too, kept alive by that graph's memory: invalidating or dropping the handed-out one
+    # must not reach this graph.
+    if not _C._is_storage_alias(a):
+        return a.detach()
+    t = torch.empty(0, dtype=a.dtype, device=a.device)
+    with torch.no_grad():
+        t.set_(_C._alias_storage(a).untyped_storage(), a.storage_offset(), a.shape, a.stride())
+    return t
 
 
 def _placeholder_like(x: torch.Tensor) -> torch.Tensor:
@@ -41,7 +115,11 @@ class RecordedGraph:
         copied_idxs: tuple[int, ...],
         writeback_idxs: tuple[int, ...],
         static_outputs: list[Any],
-        num_cloned_outputs: int,
+        num_user_outputs: int,
+        *,
+        name: str = "",
+        is_backward: bool = False,
+        stack_traces: list[str | None] | None = None,
     ):
         self.graph = graph
         self.placeholders = placeholders
@@ -52,10 +130,51 @@ class RecordedGraph:
         self.copied_idxs = copied_idxs
         self.writeback_idxs = writeback_idxs
         self.static_outputs = static_outputs
-        self.num_cloned_outputs = num_cloned_outputs
-        # Aliases of saved outputs handed out by the last run, and the step it ran in.
-        self._aliases: list[weakref.ref] = []
-        self.last_step = -1
+        self.num_user_outputs = num_user_outputs
+        self.name = name
+        self._template = OVERWRITTEN_GRAD if is_backward else OVERWRITTEN
+        self._stack_traces = stack_traces or []
+        borrowed_storages = {placeholders[i].untyped_storage().data_ptr() for i in borrowed_idxs}
+        # Per output: None (not a tensor), "borrowed" (memory of a borrowed input, such as a
+        # parameter saved for backward: handed out as is), or the index of the graph-owned
+        # storage it lives on (a copied input's placeholder counts: it is refilled at every
+        # replay, after what was handed out of it was released).
+        self._output_plan: list[Any] = []
+        self._storages: list[torch.Tensor] = []  # one tensor per distinct graph-owned storage
+        self._storage_saved: list[bool] = []
+        self._storage_what: list[str] = []
+        by_ptr: dict[int, int] = {}
+        for i, o in enumerate(static_outputs):
+            if not isinstance(o, torch.Tensor):
+                self._output_plan.append(None)
+                continue
+            ptr = o.untyped_storage().data_ptr()
+            if ptr in borrowed_storages:
+                self._output_plan.append("borrowed")
+                continue
+            k = by_ptr.get(ptr)
+            if k is None:
+                k = by_ptr[ptr] = len(self._storages)
+                self._storages.append(o)
+                self._storage_saved.append(True)
+                self._storage_what.append("")
+            if i < num_user_outputs:
+                self._storage_saved[k] = False
+                if not self._storage_what[k]:
+                    self._storage_what[k] = self._describe(i)
+            self._output_plan.append(k)
+        for k, what in enumerate(self._storage_what):
+            if not what:
+                self._storage_what[k] = self._describe(self._output_plan.index(k))
+        # What the last run handed out, and the generation it ran in.
+        self._handed: list[_HandedStorage] = []
+        self.last_generation: Any = None
+        self.copies = {"inputs": 0, "outputs": 0}
+
+    def _describe(self, i: int) -> str:
+        trace = self._stack_traces[i] if i < len(self._stack_traces) else None
+        where = f"; produced at: {trace.strip()}" if trace else ""
+        return f"output {i} of NPU graph {self.name}{where}"
 
     @classmethod
     def record(
@@ -65,14 +184,18 @@ class RecordedGraph:
         *,
         is_borrowed: Callable[[int, Any], bool],
         mutated_idxs: set[int],
-        num_cloned_outputs: int | None,
+        num_user_outputs: int | None,
         stream: torch.Stream,
         pool: int | None,
+        name: str = "",
+        is_backward: bool = False,
+        stack_traces: list[str | None] | None = None,
     ) -> "RecordedGraph":
         """Capture ``fn`` on ``args``'s signature; the result has not run yet.
 
-        Raises whatever the capture raises (a host sync, a data-dependent shape); the
-        runtime has then already closed the capture.
+        ``num_user_outputs``: how many leading outputs the caller keeps (the rest are saved
+        for a backward); None means all. Raises whatever the capture raises (a host sync, a
+        data-dependent shape); the runtime has then already closed the capture.
         """
         placeholders: list[Any] = []
         borrowed: list[int] = []
@@ -82,9 +205,7 @@ class RecordedGraph:
                 if not isinstance(a, torch.Tensor):
                     placeholders.append(a)
                 elif is_borrowed(i, a):
-                    # A new tensor object on the same memory: holding the caller's own
-                    # object (say, an activation alias) would keep it alive forever.
-                    placeholders.append(a.detach())
+                    placeholders.append(_borrowed_placeholder(a))
                     borrowed.append(i)
                 else:
                     p = _placeholder_like(a)
@@ -101,7 +222,7 @@ class RecordedGraph:
         current.wait_stream(stream)
 
         outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-        n_cloned = len(outputs) if num_cloned_outputs is None else min(num_cloned_outputs, len(outputs))
+        n_user = len(outputs) if num_user_outputs is None else min(num_user_outputs, len(outputs))
         return cls(
             graph,
             placeholders,
@@ -109,75 +230,87 @@ class RecordedGraph:
             tuple(copied),
             tuple(i for i in copied if i in mutated_idxs),
             outputs,
-            n_cloned,
+            n_user,
+            name=name,
+            is_backward=is_backward,
+            stack_traces=stack_traces,
         )
 
     def matches(self, args: list[Any]) -> bool:
         """True if every borrowed input is passed at the address it was captured at."""
         return _data_ptrs_equal(args, self._borrowed_idx_list, self._borrowed_ptr_list)
 
-    def has_live_aliases(self) -> bool:
+    def has_live_outputs(self) -> bool:
+        """True if anything the last run handed out is still referenced."""
+        return any(h.alive() for h in self._handed)
+
+    def has_live_saved(self) -> bool:
         """True if tensors saved for a backward by the last run are still referenced."""
-        return any(ref() is not None for ref in self._aliases)
+        return any(h.saved and h.alive() for h in self._handed)
 
-    def release(self) -> None:
-        """Move still-referenced saved-output aliases off graph memory before it is overwritten."""
-        if not self._aliases:
-            return
-        with torch.no_grad():
-            for ref in self._aliases:
-                t = ref()
-                if t is not None:
-                    # ``.data`` swaps the storage of this very tensor object, which is the
-                    # one autograd saved, so the pending backward reads the copy.
-                    t.data = t.clone()
-        self._aliases = []
+    def release(self, *, move_all: bool = False, template: str | None = None) -> None:
+        """Before graph memory is overwritten: move saved tensors still held, invalidate user outputs."""
+        for h in self._handed:
+            if not h.alive():
+                continue
+            if h.saved or move_all:
+                self.copies["outputs"] += h.move()
+            # Whatever still holds the old memory (a view made outside) must not read
+            # values of a later run silently.
+            h.invalidate(template or self._template)
+        self._handed = []
 
-    def run(self, args: list[Any], step: int) -> list[Any]:
+    def run(self, args: list[Any], generation: Any, *, move_all: bool = False) -> list[Any]:
         """Replay on ``args`` (``matches(args)`` must hold) and return the outputs."""
-        self.release()
+        self.release(move_all=move_all)
         with torch.no_grad():
             for i in self.copied_idxs:
                 src = args[i]
                 dst = self.placeholders[i]
                 if src.data_ptr() != dst.data_ptr():
-                    # Aliases of this placeholder handed out before were moved off it by
-                    # release(), but still share its version counter (detach() shares
-                    # it): refilling graph memory must not look like a modification of
-                    # the tensors a pending backward saved.
+                    # Tensors handed out before were moved off graph memory by release(),
+                    # but may still share a version counter with it: refilling graph
+                    # memory must not look like a modification of what a pending
+                    # backward saved.
                     with torch.autograd._unsafe_preserve_version_counter(dst):
                         dst.copy_(src)
+                    self.copies["inputs"] += 1
             self.graph.replay()
             for i in self.writeback_idxs:
                 args[i].copy_(self.placeholders[i])
-        self.last_step = step
+        self.last_generation = generation
         return self._outputs()
 
     def _outputs(self) -> list[Any]:
+        handed: list[_HandedStorage] = []
+        storages: list[Any] = []
+        for k, base in enumerate(self._storages):
+            alias = _C._alias_storage(base).untyped_storage()
+            storages.append(alias)
+            handed.append(_HandedStorage(alias, self._storage_saved[k], self._storage_what[k]))
         out: list[Any] = []
-        aliases: list[weakref.ref] = []
         with torch.no_grad():
-            for i, o in enumerate(self.static_outputs):
-                if not isinstance(o, torch.Tensor):
+            for o, plan in zip(self.static_outputs, self._output_plan):
+                if plan is None:
                     out.append(o)
-                elif i < self.num_cloned_outputs:
-                    out.append(o.clone())
+                elif plan == "borrowed":
+                    out.append(o.detach())
                 else:
-                    alias = o.detach()
-                    aliases.append(weakref.ref(alias))
-                    out.append(alias)
-        self._aliases = aliases
+                    t = torch.empty(0, dtype=o.dtype, device=o.device)
+                    t.set_(storages[plan], o.storage_offset(), o.shape, o.stride())
+                    handed[plan].tensor_refs.append(weakref.ref(t))
+                    out.append(t)
+        self._handed = handed
         return out
 
     def output_storage_ptrs(self) -> list[int]:
-        """Data pointers of the storages of the tensor outputs (graph-owned memory)."""
-        return [
-            o.untyped_storage().data_ptr() for o in self.static_outputs if isinstance(o, torch.Tensor)
-        ]
+        """Data pointers of the graph-owned storages its outputs live on."""
+        return [base.untyped_storage().data_ptr() for base in self._storages]
 
     def reset(self) -> None:
-        """Free the graph's memory; aliases still referenced are moved off it first."""
-        self.release()
+        """Free the graph's memory; outputs still held are moved off it first."""
+        self.release(move_all=True, template=FREED)
         self.graph.reset()
         self.placeholders = []
         self.static_outputs = []
+        self._storages = []

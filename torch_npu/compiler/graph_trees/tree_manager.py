@@ -12,10 +12,15 @@ Learned from ``torch/_inductor/cudagraph_trees.py`` (CUDA only), rewritten for n
 * CUDA graph trees share one memory pool along a path and must replay in recorded order;
   here each recorded graph has its own pool, so graphs replay in any order (two models
   interleaved, a backward skipped) at the cost of not sharing memory between them;
-* a forward whose saved activations are still waiting for their backward within the
-  same step (``mark_step_begin`` starts a new one) is not overwritten: a sibling graph is
-  recorded for the next call, as CUDA trees record a new child; across steps, or past
-  the sibling limit, the waiting activations are moved to fresh memory before replay;
+* outputs are handed out in place (no copy, see ``recorded_graph``) and stay valid until
+  their graph replays in a later generation; a generation is, as for CUDA trees, the
+  ``mark_step_begin`` count once that has been called, else one compiled-function
+  invocation (Dynamo's generation counter). In the same generation, or while a forward's
+  saved activations still wait for their backward (and ``mark_step_begin`` was never
+  called), a graph whose outputs are still held is not overwritten: a sibling graph is
+  recorded for the next call, as CUDA trees record a new child. A replay in a new
+  generation makes the user outputs still held fail loudly when read and moves waiting
+  activations to fresh memory; past the sibling limit everything still held is moved;
 * each new input signature records new graphs; past
   ``torch._inductor.config.triton.cudagraph_dynamic_shape_warn_limit`` signatures of one
   compiled function the trees log the warning CUDA graph trees log;
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import sys
 import threading
 import weakref
 from typing import Any, Callable
@@ -42,6 +48,22 @@ log = logging.getLogger(__name__)
 # Siblings recorded for one signature before falling back to moving live activations:
 # enough for a few gradient-accumulation micro-batches without unbounded memory.
 MAX_GRAPHS_PER_SIGNATURE = 4
+
+
+def current_generation() -> tuple[int, int]:
+    """(mark_step_begin count, 0) once that was called, else (0, Dynamo's invocation count)."""
+    step = _graph_step_state.current_step()
+    if step:
+        return (step, 0)
+    # Read, never imported here: the trees run under Dynamo, which bumps this counter on
+    # every entry into a compiled function, as CUDA graph trees rely on.
+    guard = sys.modules.get("torch._dynamo.mutation_guard")
+    return (0, guard.GenerationTracker.generation if guard is not None else 0)
+
+
+def _rerecord_limit() -> int | None:
+    inductor_config = sys.modules.get("torch._inductor.config")
+    return inductor_config.triton.cudagraph_unexpected_rerecord_limit if inductor_config is not None else None
 
 
 class CompilationMode(enum.Enum):
@@ -155,6 +177,7 @@ class GraphFunction:
         name: str,
         disabled_reason: str | None = None,
         all_inputs_static: bool = False,
+        stack_traces: list[str | None] | None = None,
     ):
         # An instance attribute, not a class one: wrappers built with functools.wraps
         # (Dynamo's disable around a backward) copy the instance __dict__ only.
@@ -164,15 +187,21 @@ class GraphFunction:
         self.mode = mode
         self.static_input_idxs = static_input_idxs
         self.mutated_input_idxs = mutated_input_idxs
-        # Outputs below this index are cloned for the caller; the rest (a forward's saved
-        # activations) are aliases of graph memory. None: clone everything.
-        self.num_cloned_outputs = None if mode is not CompilationMode.FORWARD else num_user_outputs
+        # Outputs below this index are the caller's (invalidated when overwritten); the
+        # rest are a forward's saved activations (moved when overwritten while held). A
+        # forward whose split is unknown (an AOT-autograd-cache hit) treats all as saved.
+        if mode is CompilationMode.FORWARD:
+            self.num_user_outputs = num_user_outputs if num_user_outputs is not None else 0
+        else:
+            self.num_user_outputs = None
+        self.stack_traces = stack_traces
         self.name = name
         self.disabled_reason = disabled_reason
         self.all_inputs_static = all_inputs_static
         self._graphs: dict[tuple, list[RecordedGraph]] = {}
         self._warned = False
         self._warned_dynamic = False
+        self._rerecords = 0
         self._signature_idxs: list[int] = []
         self._signature_len = -1
         manager.register(self)
@@ -259,12 +288,28 @@ class GraphFunction:
                 self._warn_if_many_signatures()
                 return self.model(list(args))
 
-            step = _graph_step_state.current_step()
+            generation = current_generation()
+            mark_step_used = generation[0] != 0
             candidates = [g for g in graphs if g.matches(args)]
             for g in candidates:
-                if not (g.last_step == step and g.has_live_aliases()):
+                if not g.has_live_outputs() or (
+                    g.last_generation != generation and (mark_step_used or not g.has_live_saved())
+                ):
                     manager.stats["replays"] += 1
-                    return g.run(args, step)
+                    return g.run(args, generation)
+
+            if graphs and not candidates:
+                # Borrowed inputs (parameters, buffers, other graphs' outputs) at new
+                # addresses: an unexpected re-record, bounded as CUDA graph trees bound it.
+                self._rerecords += 1
+                limit = _rerecord_limit()
+                if limit is not None and self._rerecords > limit:
+                    self._warn(
+                        f"it exceeded the re-recording limit (torch._inductor.config.triton."
+                        f"cudagraph_unexpected_rerecord_limit={limit}): its parameters, buffers or inputs "
+                        f"from other NPU graphs keep arriving at new addresses"
+                    )
+                    return self._eager(args)
 
             if len(graphs) < MAX_GRAPHS_PER_SIGNATURE:
                 graph = self._record(args)
@@ -276,13 +321,17 @@ class GraphFunction:
                     [a for i, a in enumerate(args) if i in self.static_input_idxs and isinstance(a, torch.Tensor)]
                 )
                 manager.stats["records"] += 1
-                return graph.run(args, step)
+                return graph.run(args, generation)
 
             if candidates:
-                # Busy with activations of this step and no room for a sibling: the
-                # waiting activations are moved off the graph's memory by run().
+                # Outputs of this generation still held and no room for a sibling:
+                # whatever is held is moved off the graph's memory by run().
                 manager.stats["replays"] += 1
-                return candidates[0].run(args, step)
+                return candidates[0].run(args, generation, move_all=True)
+            self._warn(
+                f"{MAX_GRAPHS_PER_SIGNATURE} graphs were recorded for this input signature and none "
+                f"matches the addresses of its parameters, buffers or inputs from other NPU graphs"
+            )
             return self._eager(args)
 
     def _record(self, args: list[Any]) -> RecordedGraph | None:
@@ -293,9 +342,12 @@ class GraphFunction:
                     args,
                     is_borrowed=self._is_borrowed,
                     mutated_idxs=self.mutated_input_idxs,
-                    num_cloned_outputs=self.num_cloned_outputs,
+                    num_user_outputs=self.num_user_outputs,
                     stream=self.manager.stream,
                     pool=None,
+                    name=f"{self.name} ({self.mode.value})",
+                    is_backward=self.mode is CompilationMode.BACKWARD,
+                    stack_traces=self.stack_traces,
                 )
         except RuntimeError as exc:
             # The runtime has closed the capture; nothing ran, so the eager run that
