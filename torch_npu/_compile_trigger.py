@@ -53,8 +53,9 @@ STEPS: dict[str, tuple[str, ...]] = {
         "rng_prims",
         "fake_tensor_backend_meta",
         "backends",
+        "transfer_to_npu_tracing",
     ),
-    _INDUCTOR_COMPILE: ("inductor_registration", "reduce_overhead_policy"),
+    _INDUCTOR_COMPILE: ("inductor_registration", "fused_op_decompositions", "reduce_overhead_policy"),
 }
 
 

@@ -57,6 +57,7 @@ from torch._dynamo.device_interface import get_interface_for_device
 from torch._dynamo.utils import common_constant_types
 from torch._functorch._aot_autograd.utils import supports_graphsafe_rng
 from torch._inductor.codegen import common
+from torch._inductor.decomposition import decompositions
 from torch_npu import _patches
 from torch_npu.compiler.backends import registry
 from torch_npu.compiler.device_interface import NpuInterface
@@ -75,12 +76,13 @@ checks = {
     _patches.REGISTRATIONS[6]: common.get_scheduling_for_device("npu") is not None,
     _patches.REGISTRATIONS[7]: "npu" in common.device_op_overrides_dict,
     _patches.REGISTRATIONS[8]: torch._fused_sdp_choice(*[torch.ones(1, 2, 3, 4, device="npu")] * 3) == 4,
-    _patches.REGISTRATIONS[9]: torch.distributed.Backend._plugins["HCCL"].creator_fn
+    _patches.REGISTRATIONS[9]: torch.ops.npu.npu_rms_norm.default in decompositions,
+    _patches.REGISTRATIONS[10]: torch.distributed.Backend._plugins["HCCL"].creator_fn
         is _hccl_registration._create_hccl_backend
         and torch.distributed.Backend.default_device_backend_map["npu"] == "hccl",
-    _patches.REGISTRATIONS[10]: log_registry.log_alias_to_log_qnames.get("npu") == ["torch_npu"]
+    _patches.REGISTRATIONS[11]: log_registry.log_alias_to_log_qnames.get("npu") == ["torch_npu"]
         and {"npu_setup", "npu_inductor", "npu_graphs"} <= log_registry.artifact_names,
-    _patches.REGISTRATIONS[11]: torch_npu._C._profiler_registered(),
+    _patches.REGISTRATIONS[12]: torch_npu._C._profiler_registered(),
 }
 # What each patch changed, exactly: the npu_backend entry of Inductor's config; the three
 # RNG higher-order-op kernels that pick a device (BackendSelect of both ops, the fake and

@@ -6,6 +6,11 @@ only way a patch is applied (always from the compile trigger's setup steps), and
 ``applied()`` reports what has been applied in this process so tests can compare it with
 the inventory. Registrations into torch's own extension tables are not patches; they are
 listed apart in ``REGISTRATIONS`` for the same tests.
+
+Opt-in patch groups (``GROUPS``; today ``transfer_to_npu``) are subpackages applied only by
+their own entry module, never by the trigger, and counted apart: ``apply_group(group)``,
+``applied_group(group)``; each group lists its patch modules and the torch attributes they
+replace (``sites()``).
 """
 from __future__ import annotations
 
@@ -32,6 +37,8 @@ REGISTRATIONS: tuple[str, ...] = (
     "torch._inductor.codegen.common.register_backend_for_device: npu",
     "torch._inductor.codegen.common.register_device_op_overrides: npu",
     "at::native::_fused_sdp_choice_stub (REGISTER_PRIVATEUSE1_DISPATCH, at import): npu SDPA -> overrideable",
+    "torch._inductor.decomposition.register_decomposition: the pointwise and normalisation "
+    "npu::npu_* operators of torch_npu.ops (their ATen formulas)",
     # Made by import torch_npu (and its autoload entry point), not by the trigger:
     "torch.distributed.Backend.register_backend(extended_api=True, devices=['npu']): hccl",
     "torch._logging register_log / register_artifact: npu; npu_setup, npu_inductor, npu_graphs",
@@ -40,6 +47,30 @@ REGISTRATIONS: tuple[str, ...] = (
 )
 
 _applied: list[str] = []
+
+
+# Opt-in patch groups, each a subpackage of this package applied only by its own entry
+# module (never by the trigger) and counted apart from PATCHES: group -> its patch modules.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "transfer_to_npu": ("cuda_module", "autocast", "grad_scaler", "generator", "process_group"),
+}
+
+
+def apply_group(group: str) -> None:
+    """Apply the opt-in patch group ``group`` (all of it, or none of it)."""
+    if group not in GROUPS:
+        raise ValueError(f"unknown patch group {group!r}; the groups are {tuple(GROUPS)}")
+    importlib.import_module(f"{__name__}.{group}").apply()
+
+
+def applied_group(group: str) -> tuple[str, ...]:
+    """The patches of ``group`` applied in this process (none unless its entry was imported)."""
+    if group not in GROUPS:
+        raise ValueError(f"unknown patch group {group!r}; the groups are {tuple(GROUPS)}")
+    import sys
+
+    module = sys.modules.get(f"{__name__}.{group}")
+    return module.applied() if module is not None else ()
 
 
 def apply(name: str) -> None:

@@ -29,6 +29,24 @@ def inductor_registration() -> None:
     registration.setup()
 
 
+def fused_op_decompositions() -> None:
+    # The fused npu_* operators decompose into their ATen formulas under Inductor, so they
+    # fuse; Inductor's decomposition table must have them before its first compile.
+    from torch_npu import ops
+
+    ops.register_inductor_decompositions()
+
+
+def transfer_to_npu_tracing() -> None:
+    # When the opt-in transfer_to_npu group is active, Dynamo must trace its device mode
+    # through the Python twin of the mode's C handler.
+    import sys
+
+    device_mode = sys.modules.get("torch_npu._patches.transfer_to_npu.device_mode")
+    if device_mode is not None and device_mode.installed():
+        device_mode.register_dynamo_twin()
+
+
 def device_interface() -> None:
     from torch_npu.compiler import device_interface as interface
 

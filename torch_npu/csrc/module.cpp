@@ -18,6 +18,7 @@ void register_memory_history_bindings(py::module_& m);
 namespace observe {
 void bind_observers(py::module_& m);
 }
+void register_device_redirect(py::module& m);  // device_redirect.cpp (transfer_to_npu)
 namespace hccl {
 void add_bindings(py::module_& m);  // hccl_bindings.cpp
 }
@@ -206,6 +207,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "Simulated NPU runtime registered as the PrivateUse1 backend";
   register_hooks();
   install_allocators();
+  register_device_redirect(m);
   hccl::add_bindings(m);
 
   m.def("_init", &lazy_init);

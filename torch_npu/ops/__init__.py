@@ -10,6 +10,11 @@ autograd where Ascend has a backward. A family's ``__all__`` names the callables
 
 ``import torch_npu`` registers every family: schemas and registrations cost little, and a family
 keeps heavy kernel code out of its import (it is imported on first call).
+
+A family may also define ``INDUCTOR_DECOMPOSITIONS`` (``{"name.overload": ATen composite}``):
+the formula Inductor decomposes the operator into so that it fuses with its neighbours.
+``register_inductor_decompositions()`` hands them to Inductor; the compile trigger calls it
+when an Inductor compile is about to start, never at ``import torch_npu``.
 """
 from __future__ import annotations
 
@@ -17,7 +22,20 @@ import importlib
 from typing import Any
 
 # Op family modules under torch_npu.ops, in registration order.
-FAMILIES: tuple[str, ...] = ("fusion_attention", "inference_attention", "format_cast")
+FAMILIES: tuple[str, ...] = (
+    "fusion_attention",
+    "inference_attention",
+    "format_cast",
+    "norms",
+    "rotary",
+    "activations",
+    "softmax",
+    "confusion_transpose",
+    "dtype_cast",
+    "moe",
+    "grouped_matmul",
+    "quantization",
+)
 
 
 def register_all() -> dict[str, Any]:
@@ -28,3 +46,27 @@ def register_all() -> dict[str, Any]:
         for name in module.__all__:
             exported[name] = getattr(module, name)
     return exported
+
+
+def register_inductor_decompositions() -> list[str]:
+    """Add every family's decompositions to Inductor's table; return the ops added.
+
+    Inductor copies its table into a cache on first use (``fast_random_decomps``); the
+    cache is cleared so that a compile that ran before this call does not hide the new
+    entries. Idempotent.
+    """
+    from torch._inductor import decomposition
+
+    from ._op_family import overload
+
+    added: list[str] = []
+    for family in FAMILIES:
+        module = importlib.import_module(f"{__name__}.{family}")
+        for name, composite in getattr(module, "INDUCTOR_DECOMPOSITIONS", {}).items():
+            op = overload(name)
+            if op not in decomposition.decompositions:
+                decomposition.register_decomposition(op)(composite)
+                added.append(name)
+    if added:
+        decomposition.fast_random_decomps.cache_clear()
+    return added

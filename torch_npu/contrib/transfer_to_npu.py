@@ -1,0 +1,17 @@
+"""Run an unmodified CUDA script on npu: put ``import torch_npu.contrib.transfer_to_npu`` first.
+
+From then on ``device="cuda"``, ``.cuda()``, ``.to("cuda")``, ``torch.cuda.*`` (availability,
+devices, synchronisation, streams, events, graphs, memory, random state, amp),
+``torch.Generator("cuda")``, ``torch.autocast("cuda")`` and ``init_process_group("nccl")``
+mean the npu device and the ``hccl`` backend, in every thread the script starts, and
+``torch.compile`` compiles for npu. Tensors still report ``device.type == "npu"``.
+
+This is torch_npu's one opt-in patch group (see ``torch_npu._patches.transfer_to_npu`` for
+what it changes and why); nothing of it happens unless this module is imported.
+"""
+from __future__ import annotations
+
+import torch_npu  # noqa: F401  (the npu device must exist first)
+from torch_npu import _patches
+
+_patches.apply_group("transfer_to_npu")

@@ -1,0 +1,73 @@
+"""How one family of fused ``npu_*`` operators registers with PyTorch, in one consistent way.
+
+An operator is an Ascend schema in the ``npu`` namespace with four registrations: the npu
+kernel (a composite of ATen ops, run by the npu runtime), a fake kernel (shapes and dtypes
+only, so Dynamo, AOT autograd and ``torch.export`` can trace it), autograd where Ascend has
+a backward, and, for the pointwise and normalisation operators, a decomposition that
+Inductor uses so that the operator fuses with its neighbours instead of being an opaque call.
+The decomposition is the npu kernel itself: the eager result and the compiled result come
+from the same formula.
+
+``OpFamily`` holds the family's ``torch.library.Library("npu", "FRAGMENT")`` (the family
+module keeps it alive) and collects the decompositions; Inductor receives them only when an
+Inductor compile is about to start (``torch_npu.ops.register_inductor_decompositions``).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+NAMESPACE = "npu"
+DEVICE_KEY = "PrivateUse1"
+
+
+class OpFamily:
+    """The registrations of one operator family."""
+
+    def __init__(self) -> None:
+        self.library = torch.library.Library(NAMESPACE, "FRAGMENT")
+        # "name" or "name.overload" -> the ATen composite Inductor decomposes the op into.
+        self.decompositions: dict[str, Callable] = {}
+
+    def define(
+        self,
+        schema: str,
+        *,
+        kernel: Callable,
+        fake: Callable,
+        backward: Callable | None = None,
+        setup_context: Callable | None = None,
+        decompose: bool = False,
+        fake_needs_context: bool = False,
+    ) -> None:
+        """Define ``schema`` with its npu kernel, fake kernel and (optionally) autograd.
+
+        The fake kernel is registered as the operator's Meta kernel, which FakeTensorMode
+        runs for operators without a registered fake implementation: it costs a dispatcher
+        entry, where ``torch.library.register_fake`` reads the caller's source file for its
+        records (about 1 ms an operator at ``import torch_npu``). An operator whose fake kernel
+        asks ``torch.library.get_ctx()`` for data-dependent sizes needs the real fake
+        registration: ``fake_needs_context=True``.
+        """
+        qualified = schema.split("(", 1)[0].strip()
+        name, _, overload = qualified.partition(".")
+        self.library.define(schema)
+        self.library.impl(qualified, kernel, DEVICE_KEY)
+        target = f"{NAMESPACE}::{qualified}"
+        if fake_needs_context:
+            torch.library.register_fake(target, fake, lib=self.library)
+        else:
+            self.library.impl(qualified, fake, "Meta")
+        if backward is not None:
+            torch.library.register_autograd(
+                target, backward, setup_context=setup_context, lib=self.library
+            )
+        if decompose:
+            self.decompositions[f"{name}.{overload or 'default'}"] = kernel
+
+
+def overload(qualified: str) -> torch._ops.OpOverload:
+    """``"npu_rms_norm.default"`` -> ``torch.ops.npu.npu_rms_norm.default``."""
+    name, overload_name = qualified.split(".")
+    return getattr(getattr(getattr(torch.ops, NAMESPACE), name), overload_name)
