@@ -5,6 +5,8 @@
 
 #include "npu_runtime.h"
 
+#include <torch/library.h>
+
 namespace torch_npu {
 
 // True in a process forked from one that had initialised npu (device.cpp).
@@ -14,6 +16,12 @@ void check_not_in_bad_fork();
 
 // Runs `op` with its CPU kernel on the bytes of its npu arguments (kernels.cpp).
 void npu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack);
+
+// Sends to the fallback every aten operator that has a `cpu_key` kernel and also a
+// composite one, and no `device_key` kernel yet: for `device_key` the dispatcher would
+// otherwise pick the composite, while npu promises the CPU kernel's results (kernels.cpp).
+void route_composites_with_cpu_kernels_to_fallback(torch::Library& m, c10::DispatchKey cpu_key,
+                                                   c10::DispatchKey device_key);
 
 // Raises the error a CUDA kernel raises when `t` (a cpu tensor, or an npu tensor of
 // another device) is argument `arg_index` of `op` whose other tensors live on npu

@@ -492,16 +492,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
 namespace torch_npu {
 
-// Operators with both a CPU kernel and a generic composite one: npu would otherwise get
-// the composite (for native_group_norm/native_layer_norm a different formula, off by more
-// than the reduced-precision tolerance), while npu promises the CPU kernel's results.
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+void route_composites_with_cpu_kernels_to_fallback(torch::Library& m, c10::DispatchKey cpu_key,
+                                                   c10::DispatchKey device_key) {
   auto& dispatcher = c10::Dispatcher::singleton();
   for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
     if (name.name.rfind("aten::", 0) != 0) continue;
     auto op = dispatcher.findOp(name);
-    if (!op.has_value() || !op->hasKernelForDispatchKey(c10::DispatchKey::CPU)) continue;
-    if (op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+    if (!op.has_value() || !op->hasKernelForDispatchKey(cpu_key)) continue;
+    if (op->hasKernelForDispatchKey(device_key)) continue;
     if (!op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
         !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) &&
         !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
@@ -511,6 +509,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     if (!name.overload_name.empty()) qualified += "." + name.overload_name;
     m.impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&npu_fallback>());
   }
+}
+
+// Operators with both a CPU kernel and a generic composite one: npu would otherwise get
+// the composite (for native_group_norm/native_layer_norm a different formula, off by more
+// than the reduced-precision tolerance), while npu promises the CPU kernel's results.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  route_composites_with_cpu_kernels_to_fallback(m, c10::DispatchKey::CPU, c10::DispatchKey::PrivateUse1);
 }
 
 }  // namespace torch_npu

@@ -59,21 +59,7 @@ TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
 // as for indices() and is_coalesced()), so they are sent to the fallback explicitly.
 // Registered from the operators ATen has at load time, which is every aten operator.
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
-  auto& dispatcher = c10::Dispatcher::singleton();
-  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
-    if (name.name.rfind("aten::", 0) != 0) continue;
-    auto op = dispatcher.findOp(name);
-    if (!op.has_value() || !op->hasKernelForDispatchKey(c10::DispatchKey::SparseCPU)) continue;
-    if (op->hasKernelForDispatchKey(c10::DispatchKey::SparsePrivateUse1)) continue;
-    if (!op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
-        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) &&
-        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
-      continue;
-    }
-    std::string qualified = name.name.substr(6);
-    if (!name.overload_name.empty()) qualified += "." + name.overload_name;
-    m.impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&npu_fallback>());
-  }
+  route_composites_with_cpu_kernels_to_fallback(m, c10::DispatchKey::SparseCPU, c10::DispatchKey::SparsePrivateUse1);
 }
 
 }  // namespace torch_npu
