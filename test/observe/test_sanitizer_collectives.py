@@ -25,4 +25,10 @@ def test_collectives_are_checked_on_their_stream_and_profiled():
         assert r["write_before_wait"] == {**race, "current": "aten::fill_"}
         assert r["unordered_input"]["current"] == "hccl:broadcast"
         assert r["unordered_input"]["previous"] == "aten::add_"
+        assert r["unordered_gather_input"]["current"] == "hccl:all_gather_into_tensor"
+        assert r["unordered_gather_input"]["previous"] == "aten::add_"
+        assert r["input_write_before_wait"] == {
+            "kind": "UnsynchronizedAccessError", "current": "aten::fill_",
+            "previous": "hccl:all_gather_into_tensor", "previous_stream": f"npu:{rank} collective stream (hccl)"}
+        assert r["gathered"] == 32.0  # the gather of the ones ran once the race was reported
         assert r["profiled"] == [["hccl:all_reduce", 0x7FFF0000]]

@@ -563,10 +563,11 @@ std::string ProcessGroupHCCL::remote_check(uint64_t seq, const Signature& sig, s
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(Op op, const Signature& sig,
                                                             std::vector<at::Tensor> outputs,
                                                             std::chrono::milliseconds requested_timeout,
-                                                            c10d::OpType type, const Start& start, Finish finish) {
+                                                            c10d::OpType type, const Start& start, Finish finish,
+                                                            const std::vector<at::Tensor>& inputs) {
   check_usable(op);
   // The stream sanitizer checks the collective before any peer is told about it.
-  observe::collective_check(std::string("hccl:") + op_name(op), {}, outputs);
+  observe::collective_check(std::string("hccl:") + op_name(op), inputs, outputs);
   const auto timeout = resolve_timeout(requested_timeout, *state_);
   Board& board = *state_->board;
   std::unique_lock<std::mutex> issue(issue_mu_);
@@ -777,7 +778,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(std::vector<std::vect
                       auto o = opts;
                       o.timeout = t;
                       return transport_->allgather(out_views, in_views, o);
-                    });
+                    }, nullptr, inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -796,7 +797,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& out
                       auto o = opts;
                       o.timeout = t;
                       return transport_->_allgather_base(out_view, in_view, o);
-                    });
+                    }, nullptr, {input});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_lists,
@@ -813,7 +814,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_coalesced(std::vector
                       auto o = opts;
                       o.timeout = t;
                       return transport_->allgather_coalesced(out_views, in_views, o);
-                    });
+                    }, nullptr, inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -829,7 +830,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_into_tensor_coalesced
                       auto o = opts;
                       o.timeout = t;
                       return transport_->allgather_into_tensor_coalesced(out_views, in_views, o);
-                    });
+                    }, nullptr, inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -847,7 +848,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::gather(std::vector<std::vector<
                       auto o = opts;
                       o.timeout = t;
                       return transport_->gather(out_views, in_views, o);
-                    });
+                    }, nullptr, inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::scatter(std::vector<at::Tensor>& outputs,
@@ -864,7 +865,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::scatter(std::vector<at::Tensor>
                       auto o = opts;
                       o.timeout = t;
                       return transport_->scatter(out_views, in_views, o);
-                    });
+                    }, nullptr, flatten(inputs));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -899,7 +900,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(std::vector<at::
       red.average ? Finish([out_views, red, size]() mutable {
         for (auto& v : out_views) red.finish(v, size);
       })
-                  : nullptr);
+                  : nullptr, flatten(inputs));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -926,7 +927,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor
         o.timeout = t;
         return transport_->_reduce_scatter_base(out_view, in_view, o);
       },
-      red.average ? Finish([out_view, red, size]() mutable { red.finish(out_view, size); }) : nullptr);
+      red.average ? Finish([out_view, red, size]() mutable { red.finish(out_view, size); }) : nullptr, {input});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced(
@@ -956,7 +957,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced
       red.average ? Finish([out_views, red, size]() mutable {
         for (auto& v : out_views) red.finish(v, size);
       })
-                  : nullptr);
+                  : nullptr, inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -992,7 +993,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(at::Tensor& outpu
                       auto o = opts;
                       o.timeout = t;
                       return transport_->alltoall_base(out_view, in_view, output_split_sizes, input_split_sizes, o);
-                    });
+                    }, nullptr, {input});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor>& outputs,
@@ -1016,7 +1017,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor
                       auto o = opts;
                       o.timeout = t;
                       return transport_->alltoall(out_views, in_views, o);
-                    });
+                    }, nullptr, inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::barrier(const c10d::BarrierOptions& opts) {

@@ -166,9 +166,12 @@ class ProcessGroupHCCL : public c10d::Backend {
  private:
   using Start = std::function<c10::intrusive_ptr<c10d::Work>(std::chrono::milliseconds)>;
   using Finish = std::function<void()>;
+  // `outputs` are written by the collective; `inputs` of an out-of-place collective are
+  // only read (the stream sanitizer checks both on the collective stream).
   c10::intrusive_ptr<c10d::Work> collective(Op op, const Signature& sig, std::vector<at::Tensor> outputs,
                                             std::chrono::milliseconds requested_timeout, c10d::OpType type,
-                                            const Start& start, Finish finish = nullptr);
+                                            const Start& start, Finish finish = nullptr,
+                                            const std::vector<at::Tensor>& inputs = {});
   c10::intrusive_ptr<c10d::Work> point_to_point(Op op, const Signature& sig, std::vector<at::Tensor> tensors,
                                                 c10d::OpType type, const Start& start);
   void check_usable(Op op) const;

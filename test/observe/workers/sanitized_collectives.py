@@ -59,6 +59,22 @@ results["unordered_input"] = first_error(lambda: dist.broadcast(c, src=0))
 torch.npu.current_stream().wait_stream(side)
 dist.broadcast(c, src=0)
 
+# An out-of-place collective reads its input on the collective stream: an input another
+# stream wrote unordered is a race, and so is overwriting it before wait().
+d = torch.zeros(16, device=device)
+gathered = torch.empty(32, device=device)
+side.wait_stream(torch.npu.current_stream())
+with torch.npu.stream(side):
+    d.add_(1)
+results["unordered_gather_input"] = first_error(lambda: dist.all_gather_into_tensor(gathered, d))
+torch.npu.current_stream().wait_stream(side)
+dist.all_gather_into_tensor(gathered, d)
+e = torch.ones(16, device=device)
+work = dist.all_gather_into_tensor(gathered, e, async_op=True)
+results["input_write_before_wait"] = first_error(lambda: e.fill_(2.0))
+work.wait()
+results["gathered"] = gathered.sum().item()
+
 # The profiler shows each collective on the collective stream's row, from issue to completion.
 from torch.autograd import DeviceType  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
