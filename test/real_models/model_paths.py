@@ -113,6 +113,10 @@ def inference(model: RealModel, compile_npu: Callable[[nn.Module], Any] | None, 
     gen = torch.Generator().manual_seed(1)
     with check or contextlib.nullcontext(), torch.no_grad():
         for call in range(calls):
+            # Each call a step of its own: once any code in the process has called
+            # mark_step_begin, graph trees count generations by it (as CUDA's do), and a call
+            # in the same generation as live outputs records a sibling instead of replaying.
+            torch_npu.npu.mark_step_begin()
             args, _ = model.inputs(gen)
             expected = model.output(cpu_model(*args))
             actual = model.output(runner(*_on_npu(args)))
