@@ -12,11 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
-import subprocess
-import sys
 import time
+
+from two_rank_launch import run_two_ranks
 
 SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
 
@@ -71,12 +70,6 @@ def worker(samples: int, sizes: list[int]) -> None:
     dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=41)
@@ -87,15 +80,8 @@ def main() -> None:
     if args.worker:
         worker(args.samples, [int(b) for b in args.sizes.split(",")])
         return
-    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--master-addr=127.0.0.1",
-            f"--master-port={_free_port()}", os.path.abspath(__file__), "--worker", f"--samples={args.samples}",
-            f"--sizes={args.sizes}"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     load = os.getloadavg()[0]
-    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800)
-    if out.returncode != 0:
-        sys.exit(f"benchmark failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}")
-    rows = json.loads(next(l for l in out.stdout.splitlines() if l.startswith("ROWS ")).split(" ", 1)[1])
+    rows = run_two_ranks(__file__, [f"--samples={args.samples}", f"--sizes={args.sizes}"], "ROWS")
     if args.json:
         print(json.dumps({"load_average": load, "rows": rows}))
         return

@@ -11,11 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
-import subprocess
-import sys
 import time
+
+from two_rank_launch import run_two_ranks
 
 
 def worker(samples: int, steps: int) -> None:
@@ -70,12 +69,6 @@ def worker(samples: int, steps: int) -> None:
     dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=11)
@@ -86,15 +79,8 @@ def main() -> None:
     if args.worker:
         worker(args.samples, args.steps)
         return
-    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--master-addr=127.0.0.1",
-            f"--master-port={_free_port()}", os.path.abspath(__file__), "--worker", f"--samples={args.samples}",
-            f"--steps={args.steps}"]
     load = os.getloadavg()[0]
-    out = subprocess.run(argv, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                         timeout=1800)
-    if out.returncode != 0:
-        sys.exit(f"benchmark failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}")
-    row = json.loads(next(l for l in out.stdout.splitlines() if l.startswith("ROW ")).split(" ", 1)[1])
+    row = run_two_ranks(__file__, [f"--samples={args.samples}", f"--steps={args.steps}"], "ROW")
     if args.json:
         print(json.dumps({"load_average": load, **row}))
         return

@@ -5,6 +5,7 @@ Inductor compiles C++ with g++; sharing one cache across every test (and the
 subprocesses they start, which inherit the environment) keeps compiles few.
 """
 import os
+import sys
 import tempfile
 
 import pytest
@@ -24,3 +25,15 @@ def two_devices():
     if torch.npu.device_count() < 2:
         pytest.skip("needs TORCH_NPU_DEVICE_COUNT >= 2")
     return torch.device("npu", 0), torch.device("npu", 1)
+
+
+@pytest.fixture
+def fresh_compiled_state():
+    """Drops compiled code and recorded NPU graphs after the test, so that what one test
+    compiled or recorded never serves the next one."""
+    yield
+    if "torch._dynamo" in sys.modules:
+        sys.modules["torch._dynamo"].reset()
+    trees = sys.modules.get("torch_npu.compiler.graph_trees")
+    if trees is not None:
+        trees.reset()

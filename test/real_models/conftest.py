@@ -15,12 +15,5 @@ torchvision_schemas.define()
 
 
 @pytest.fixture(autouse=True)
-def _fresh_compiled_state():
-    import torch
-
+def _fresh_compiled_state(fresh_compiled_state):
     yield
-    if "torch._dynamo" in sys.modules:
-        torch._dynamo.reset()
-    trees = sys.modules.get("torch_npu.compiler.graph_trees")
-    if trees is not None:
-        trees.reset()
