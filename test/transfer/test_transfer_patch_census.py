@@ -107,3 +107,23 @@ def test_the_group_imports_no_compiler_module(python):
         """
     )
     assert json.loads(out.strip().splitlines()[-1]) == []
+
+
+def test_revert_undoes_the_whole_group(python):
+    # What the overhead benchmark compares against: the same process with nothing of it left.
+    result = census(
+        python,
+        "import torch_npu.contrib.transfer_to_npu\n"
+        "from torch_npu._patches import transfer_to_npu as group\n"
+        "group.revert()\n"
+        "try:\n"
+        "    torch.zeros(1, device='cuda'); refused = False\n"
+        "except (RuntimeError, AssertionError):\n"
+        "    refused = True\n"
+        "assert refused and not torch.ones(1, device='npu').is_cuda",
+    )
+    assert result["applied_group"] == []
+    assert result["changed"] == []
+    assert result["modes_added"] == 0
+    assert result["cuda_available"] is False
+    assert result["cuda_dispatch"] is False
