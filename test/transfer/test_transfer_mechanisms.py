@@ -301,3 +301,31 @@ def test_init_process_group_nccl_trains_ddp_on_hccl(python):
     assert result["sum"] == [1.0, 1.0]
     assert result["loss"] == loss.item()
     assert result["weight"] == model.weight.detach().tolist()
+
+
+def test_nested_and_graph_broken_compiled_calls_keep_one_graph_each(python):
+    out = python(
+        """
+        import json
+        import torch
+        import torch_npu.contrib.transfer_to_npu
+        import torch._dynamo.testing
+        counter = torch._dynamo.testing.CompileCounter()
+        @torch.compile(backend=counter)
+        def inner(x):
+            return x + torch.ones(2, device="cuda")
+        @torch.compile(backend=counter)
+        def outer(x):
+            y = inner(x.cuda()) * 2
+            torch._dynamo.graph_break()
+            return y + torch.zeros(2, device="cuda:0")
+        results = [outer(torch.ones(2)) for _ in range(3)] + [inner(torch.ones(2, device="cuda"))]
+        print(json.dumps({"frames": counter.frame_count, "values": [r.tolist() for r in results],
+                          "devices": sorted({str(r.device) for r in results}),
+                          "modes_after": torch._C._len_torch_function_stack()}))
+        """
+    )
+    result = last_json(out)
+    assert result["values"] == [[4.0, 4.0]] * 3 + [[2.0, 2.0]]
+    assert result["devices"] == ["npu:0"] and result["modes_after"] == 0
+    assert result["frames"] == 3  # outer's two parts and inner, each compiled once

@@ -24,6 +24,7 @@ call pays little. Dynamo traces its Python twin,
 from __future__ import annotations
 
 import sys
+import threading
 import types
 from typing import Any, Callable
 
@@ -85,24 +86,41 @@ class CudaToNpuMode(TorchFunctionMode):
 _mode: CudaToNpuMode | None = None
 
 
+# Per thread: how many compiled calls are running (nested ones find the mode already there).
+_compiled_calls = threading.local()
+
+
 class CompiledCallContext:
-    """Dynamo's ``backend_ctx_ctor`` for transfer_to_npu: each compiled call runs under the mode."""
+    """Dynamo's ``backend_ctx_ctor`` for transfer_to_npu: each compiled call runs under the mode.
 
-    __slots__ = ("_entered",)
+    Entered once per call of a compiled function, so it is kept to a counter and the C
+    push/pop of the mode stack (about 0.3 us, against 1.5 us through the mode's own
+    ``__enter__``/``__exit__`` and a stack search).
+    """
 
-    def __init__(self) -> None:
-        self._entered: CudaToNpuMode | None = None
+    __slots__ = ("_mode",)
 
     def __enter__(self) -> None:
-        mode = _mode
-        if mode is not None and not is_active_in_this_thread():
-            mode.__enter__()
-            self._entered = mode
+        self._mode = _mode
+        if self._mode is None:
+            return
+        depth = getattr(_compiled_calls, "depth", 0)
+        if depth == 0:
+            torch._C._push_on_torch_function_stack(self._mode)
+        _compiled_calls.depth = depth + 1
 
     def __exit__(self, *exc) -> None:
-        mode, self._entered = self._entered, None
-        if mode is not None:
-            mode.__exit__(*exc)
+        if self._mode is None:
+            return
+        _compiled_calls.depth -= 1
+        if _compiled_calls.depth == 0:
+            popped = torch._C._pop_torch_function_stack()
+            if popped is not self._mode:
+                torch._C._push_on_torch_function_stack(popped)
+                raise RuntimeError(
+                    "a TorchFunctionMode entered inside a compiled function was left on the stack "
+                    "when it returned; exit it inside the function"
+                )
 
 
 _twin_registered = False
