@@ -16,7 +16,11 @@ calls of compiled functions still do), and with a minimal Python TorchFunctionMo
 (``return func(*args, **kwargs)``). One intra-op thread. The load average is printed with the
 figures.
 
-    python bench/bench_transfer_to_npu.py [--samples N] [--calls N] [--json]
+With ``--compiled`` it also times calls of the MLP compiled by Inductor with the group applied
+(each call enters the mode, which the compiled code's own torch calls then pass through)
+against the same function compiled with the group reverted.
+
+    python bench/bench_transfer_to_npu.py [--samples N] [--calls N] [--compiled] [--json]
 """
 from __future__ import annotations
 
@@ -114,14 +118,46 @@ def run(samples: int, calls: int) -> dict[str, float]:
     }
 
 
+def run_compiled(samples: int, calls: int) -> dict[str, float]:
+    torch.set_num_threads(1)
+    work = Workload(calls)
+    mlp, x, n = work.mlp, work.x, max(1, calls // 10)
+    with_group = torch.compile(lambda inp: mlp(inp))
+    group.revert()
+    without_group = torch.compile(lambda inp: mlp(inp))
+    group.apply()
+
+    def block(compiled) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            compiled(x)
+        return (time.perf_counter() - start) / n
+
+    with torch.no_grad():
+        block(with_group), block(without_group)  # compile, warm up
+        rows = []
+        for i in range(samples):
+            order = (with_group, without_group) if i % 2 == 0 else (without_group, with_group)
+            got = {compiled: block(compiled) for compiled in order}
+            rows.append((got[with_group], got[without_group]))
+    return {
+        "compiled_mlp_us": statistics.median(b for _, b in rows) * 1e6,
+        "compiled_mlp_transfer_us": statistics.median(a for a, _ in rows) * 1e6,
+        "compiled_mlp_ratio": statistics.median(a / b for a, b in rows),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=301)
     parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--compiled", action="store_true")
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args()
     load = os.getloadavg()
     result = run(options.samples, options.calls)
+    if options.compiled:
+        result.update(run_compiled(options.samples, options.calls))
     if options.json:
         print(json.dumps({"load": load, **result}, indent=2))
         return
@@ -135,6 +171,10 @@ def main() -> None:
     print(f"  for comparison, with its TorchFunctionMode on the stack: add {result['mode_ratio']:.2f}, "
           f"MLP {result['mlp_mode_ratio']:.2f}; a minimal Python mode: add "
           f"{result['python_mode_ratio']:.2f}, MLP {result['mlp_python_mode_ratio']:.2f}")
+    if options.compiled:
+        print(f"  small MLP compiled by Inductor, per call: without {result['compiled_mlp_us']:6.1f} us, "
+              f"with transfer_to_npu {result['compiled_mlp_transfer_us']:6.1f} us, "
+              f"ratio {result['compiled_mlp_ratio']:.2f}")
 
 
 if __name__ == "__main__":
