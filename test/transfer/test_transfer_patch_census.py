@@ -1,9 +1,10 @@
 """transfer_to_npu is opt-in and changes exactly what its inventory lists.
 
 Without ``import torch_npu.contrib.transfer_to_npu`` nothing of it is applied (no patch, no
-mode, torch.cuda as it was); with it, the torch attributes that differ from a plain
-``import torch_npu`` session are exactly the group's listed patch sites, and the trigger's
-own patches are unchanged. Each check runs in a fresh interpreter.
+mode, no dispatcher registration, torch.cuda as it was); with it, the torch attributes that
+differ from a plain ``import torch_npu`` session (replaced or added) are exactly the group's
+listed patch sites, no mode is left on the stack (eager calls do not pay one), and the
+trigger's own patches are unchanged. Each check runs in a fresh interpreter.
 """
 from __future__ import annotations
 
@@ -27,11 +28,10 @@ def snapshot():
                 entries[key] = value
             elif inspect.isclass(value):
                 entries[key] = value
-                # Methods defined on torch's own classes, e.g. a replaced __init__.
+                # Members of torch's own classes, e.g. a replaced __init__ or an added property.
                 if value.__module__ == name:
                     for attr, member in list(vars(value).items()):
-                        if inspect.isfunction(member):
-                            entries[f"{key}.{attr}"] = member
+                        entries[f"{key}.{attr}"] = member
         found[name] = entries
     return found
 
@@ -39,7 +39,13 @@ def differences(before, after):
     out = set()
     for name, attrs in before.items():
         now = after.get(name, {})
-        out |= {f"{name}.{k}" for k, v in attrs.items() if k in now and now[k] is not v}
+        replaced = {k for k, v in attrs.items() if k in now and now[k] is not v}
+        # A replaced class's members are those of its replacement: the class is the site.
+        out |= {f"{name}.{k}" for k in replaced if k.split(".")[0] not in replaced or "." not in k}
+        # Attributes added to torch's classes (not new module attributes: submodules and
+        # lazily bound names appear there as torch imports more of itself).
+        classes = {k for k, v in attrs.items() if inspect.isclass(v) and k not in replaced}
+        out |= {f"{name}.{k}" for k in now if k not in attrs and k.split(".")[0] in classes}
     return out
 
 before = snapshot()
@@ -54,6 +60,7 @@ print(json.dumps({
     "trigger_patches": list(_patches.applied()),
     "modes_added": len(torch.overrides._get_current_function_mode_stack()) - stack_before,
     "cuda_available": torch.cuda.is_available(),
+    "cuda_dispatch": torch_npu._C._cuda_as_npu_enabled(),
     "sites": __SITES__,
 }))
 """
@@ -69,6 +76,7 @@ def test_nothing_happens_without_the_import(python):
     assert result["applied_group"] == []
     assert result["modes_added"] == 0
     assert result["cuda_available"] is False
+    assert result["cuda_dispatch"] is False
     assert result["changed"] == []
 
 
@@ -79,11 +87,13 @@ def test_with_the_import_exactly_the_inventory_is_patched(python):
         sites="list(__import__('torch_npu._patches.transfer_to_npu', fromlist=['sites']).sites())",
     )
     assert result["applied_group"] == result["group_inventory"] == [
-        "cuda_module", "autocast", "grad_scaler", "generator", "process_group",
+        "cuda_module", "autocast", "grad_scaler", "generator", "process_group", "tensor_cuda",
+        "compile_wrappers",
     ]
-    assert sorted(result["changed"]) == sorted(result["sites"])
-    assert len(result["sites"]) == 8  # far fewer than the 53 of the Ascend package
-    assert result["modes_added"] == 1
+    assert sorted(result["changed"]) == sorted(result["sites"]), sorted(set(result["changed"]) ^ set(result["sites"]))
+    assert len(result["sites"]) == 12  # far fewer than the 53 of the Ascend package
+    assert result["modes_added"] == 0  # eager calls pass through no mode
+    assert result["cuda_dispatch"] is True
     assert result["cuda_available"] is True
     assert result["trigger_patches"] == []  # the trigger's patches are counted apart
 
@@ -97,3 +107,23 @@ def test_the_group_imports_no_compiler_module(python):
         """
     )
     assert json.loads(out.strip().splitlines()[-1]) == []
+
+
+def test_revert_undoes_the_whole_group(python):
+    # What the overhead benchmark compares against: the same process with nothing of it left.
+    result = census(
+        python,
+        "import torch_npu.contrib.transfer_to_npu\n"
+        "from torch_npu._patches import transfer_to_npu as group\n"
+        "group.revert()\n"
+        "try:\n"
+        "    torch.zeros(1, device='cuda'); refused = False\n"
+        "except (RuntimeError, AssertionError):\n"
+        "    refused = True\n"
+        "assert refused and not torch.ones(1, device='npu').is_cuda",
+    )
+    assert result["applied_group"] == []
+    assert result["changed"] == []
+    assert result["modes_added"] == 0
+    assert result["cuda_available"] is False
+    assert result["cuda_dispatch"] is False

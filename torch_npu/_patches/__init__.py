@@ -52,7 +52,10 @@ _applied: list[str] = []
 # Opt-in patch groups, each a subpackage of this package applied only by its own entry
 # module (never by the trigger) and counted apart from PATCHES: group -> its patch modules.
 GROUPS: dict[str, tuple[str, ...]] = {
-    "transfer_to_npu": ("cuda_module", "autocast", "grad_scaler", "generator", "process_group"),
+    "transfer_to_npu": (
+        "cuda_module", "autocast", "grad_scaler", "generator", "process_group", "tensor_cuda",
+        "compile_wrappers",
+    ),
 }
 
 

@@ -3,7 +3,7 @@
 From then on ``device="cuda"``, ``.cuda()``, ``.to("cuda")``, ``torch.cuda.*`` (availability,
 devices, synchronisation, streams, events, graphs, memory, random state, amp),
 ``torch.Generator("cuda")``, ``torch.autocast("cuda")`` and ``init_process_group("nccl")``
-mean the npu device and the ``hccl`` backend, in every thread the script starts, and
+mean the npu device and the ``hccl`` backend, in every thread, and
 ``torch.compile`` compiles for npu. Tensors still report ``device.type == "npu"``.
 
 This is torch_npu's one opt-in patch group (see ``torch_npu._patches.transfer_to_npu`` for

@@ -19,6 +19,7 @@ namespace observe {
 void bind_observers(py::module_& m);
 }
 void register_device_redirect(py::module& m);  // device_redirect.cpp (transfer_to_npu)
+void register_cuda_as_npu(py::module& m);      // cuda_as_npu.cpp (transfer_to_npu)
 namespace hccl {
 void add_bindings(py::module_& m);  // hccl_bindings.cpp
 }
@@ -208,6 +209,7 @@ PYBIND11_MODULE(_C, m) {
   register_hooks();
   install_allocators();
   register_device_redirect(m);
+  register_cuda_as_npu(m);
   hccl::add_bindings(m);
 
   m.def("_init", &lazy_init);

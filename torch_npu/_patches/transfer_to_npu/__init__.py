@@ -4,32 +4,42 @@ Applied only by ``import torch_npu.contrib.transfer_to_npu`` (never by ``import 
 or the compile trigger) and counted apart from the trigger's patches. It is two kinds of
 change:
 
-* PyTorch mechanisms, no patch: ``device_mode`` enters a TorchFunctionMode, in every thread,
-  that rewrites ``"cuda"`` device arguments of torch functions to npu (factories,
-  ``Tensor.to``/``.cuda()``, hence ``nn.Module.cuda()``/``.to("cuda")``, autocast's device
-  type, ``GradScaler``'s tensors), with a Python twin Dynamo traces.
-* The patches (``PATCHES``), for what is not a torch function: ``cuda_module`` (the
-  ``torch.cuda`` API served by ``torch.npu``), ``autocast`` (``torch.autocast("cuda")``),
-  ``grad_scaler`` (``GradScaler("cuda")``), ``generator`` (``torch.Generator("cuda")``) and ``process_group`` (``"nccl"`` ->
-  ``"hccl"``). Each module's docstring says why no
-  extension point serves and when it can go; ``sites()`` names exactly what it changes.
+* PyTorch mechanisms, no patch (``REGISTRATIONS``):
+  - ``device_dispatch``: in eager code, where c10 dispatches a cuda device (factories,
+    ``Tensor.to``/``.cuda()``, hence ``nn.Module.cuda()``), a dispatcher fallback for the
+    CUDA key, a CUDA device guard and the lazy-init flag send it to npu, in every thread.
+    Calls without a cuda device (``a + b``) do not pass through anything of it.
+  - ``device_mode``: a TorchFunctionMode that rewrites cuda device arguments for Dynamo,
+    entered only around calls of compiled functions, with a Python twin Dynamo traces.
+* The patches (``PATCHES``), for what neither reaches: ``cuda_module`` (the ``torch.cuda``
+  API served by ``torch.npu``), ``autocast`` (``torch.autocast("cuda")``), ``grad_scaler``
+  (``GradScaler("cuda")``), ``generator`` (``torch.Generator("cuda")``), ``process_group``
+  (``"nccl"`` -> ``"hccl"``), ``tensor_cuda`` (``Tensor.cuda()`` and ``is_cuda``) and
+  ``compile_wrappers`` (torch.compile's calls enter the mode). Each module's docstring says
+  why no extension point serves and when it can go; ``sites()`` names exactly what it changes.
 
 ``apply()`` imports every module it modifies itself (``torch.cuda``, ``torch.distributed``)
 and does not need Dynamo or Inductor to have been imported: the Dynamo twin is registered
 when Dynamo is first imported, by the compile trigger, or at once if it already is.
-Applying is all or nothing: a failing patch reverts the ones applied before it.
+Applying is all or nothing: a failing patch reverts the ones applied before it; ``revert()``
+undoes the whole group (for measuring it against the same process without it).
 """
 from __future__ import annotations
 
 import importlib
 
 # Patch modules of this group, in application order.
-PATCHES: tuple[str, ...] = ("cuda_module", "autocast", "grad_scaler", "generator", "process_group")
+PATCHES: tuple[str, ...] = (
+    "cuda_module", "autocast", "grad_scaler", "generator", "process_group", "tensor_cuda",
+    "compile_wrappers",
+)
 
 # What the group registers through PyTorch's and Python's own mechanisms (not patches).
 REGISTRATIONS: tuple[str, ...] = (
-    "torch.overrides.TorchFunctionMode: device_mode.CudaToNpuMode, entered in the importing thread",
-    "threading.setprofile: a one-shot hook entering the mode in each new thread",
+    "dispatcher boxed fallback (torch::Library IMPL _, CUDA): device_dispatch, cuda devices -> npu",
+    "c10 device-guard registry (DeviceGuardImplRegistrar, CUDA): device_dispatch, forwards to npu",
+    "torch::utils::set_requires_device_init(CUDA, false): device_dispatch",
+    "torch.overrides.TorchFunctionMode: device_mode.CudaToNpuMode, entered around compiled calls",
     "torch.compiler.substitute_in_graph: device_mode.python_torch_function for the C handler",
 )
 
@@ -41,7 +51,7 @@ def _patch_module(name: str):
 
 
 def apply() -> None:
-    """Apply every patch, then enter the device mode; all or nothing."""
+    """Apply every patch, then the registrations; all or nothing."""
     if _applied:
         return
     done: list[str] = []
@@ -49,14 +59,30 @@ def apply() -> None:
         for name in PATCHES:
             _patch_module(name).apply()
             done.append(name)
-        from . import device_mode
+        from . import device_dispatch, device_mode
 
         device_mode.install()
+        device_dispatch.install()
     except BaseException:
-        for name in reversed(done):
-            _patch_module(name).revert()
+        _undo(done)
         raise
     _applied.extend(done)
+
+
+def revert() -> None:
+    """Undo ``apply()``: the registrations, then the patches in reverse order."""
+    done = list(_applied)
+    _applied.clear()
+    _undo(done)
+
+
+def _undo(done: list[str]) -> None:
+    from . import device_dispatch, device_mode
+
+    device_dispatch.uninstall()
+    device_mode.uninstall()
+    for name in reversed(done):
+        _patch_module(name).revert()
 
 
 def applied() -> tuple[str, ...]:

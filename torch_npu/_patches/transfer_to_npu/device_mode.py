@@ -1,26 +1,28 @@
-"""Rewrites ``"cuda"`` device arguments of torch functions to ``"npu"``: a TorchFunctionMode.
+"""Rewrites ``"cuda"`` device arguments to npu while Dynamo traces: a TorchFunctionMode.
 
-Not a patch: ``torch.overrides.TorchFunctionMode`` is PyTorch's own mechanism for seeing every
-torch function call (factories with ``device="cuda"``, ``Tensor.to("cuda")``,
-``Tensor.cuda()``, which ``nn.Module.cuda()`` calls per tensor, ``torch.get_autocast_dtype("cuda")``
-inside ``torch.autocast``...). ``torch.set_default_device``'s mode does not serve: it only
-fills in a missing ``device=`` and leaves ``"cuda"`` alone.
+Not a patch: ``torch.overrides.TorchFunctionMode`` is PyTorch's own mechanism for seeing
+torch function calls, and the one Dynamo traces (it captures the mode stack at the start
+of a compile and traces each mode's ``__torch_function__``). Eager code does not need it:
+the dispatcher already sends every cuda device argument to npu (``device_dispatch``), and a
+mode on the stack makes *every* torch call take PyTorch's slow ``handle_torch_function``
+path (a 1-element add 1.5x slower, whatever the handler does). But Dynamo runs a compiled
+function's factories on fake tensors above the dispatcher, where ``device="cuda"`` would
+give fake cuda tensors, so a compiled function must see the mode.
 
-Three things make it usable for whole training scripts:
+So the mode is entered only around calls of functions made by ``torch.compile``: the
+``compile_wrappers`` patch gives torch.compile's backend wrappers Dynamo's
+``backend_ctx_ctor`` (the documented way for a backend to run each compiled call under a
+context), ``CompiledCallContext``, which enters the mode unless a compiled call of this
+thread already did. Compilation then traces the mode, and the guard Dynamo puts on the mode
+stack holds on every later call of the same compiled function, in any thread. The price is
+paid inside compiled calls only: Dynamo's guard on the mode, and the compiled code's own
+torch calls (Inductor's wrapper allocates and calls extern kernels through torch functions)
+passing through the mode, about 9 us a call of a small compiled MLP.
 
-* Cost. The handler runs on every torch call, so it is C (``torch_npu._C``'s
-  ``_device_redirect_torch_function``, bound to the mode as its ``__torch_function__``); a
-  Python ``__torch_function__`` made a 1-element add 1.5x slower. A few functions go to
-  Python handlers (``Tensor.cuda`` becomes ``Tensor.npu``, ``Tensor.is_cuda`` is true for npu
-  tensors when the script asks (see ``callers``), and ``backward``/``autograd.grad`` run with the mode re-entered so that the
-  autograd engine, which runs backward under the caller's thread-local state, keeps it).
-* Threads. The mode stack is per thread, so the mode is entered in every thread started
-  after the import, from a ``threading.setprofile`` hook that removes itself as soon as the
-  thread has run it (threads that already exist keep their state).
-* Dynamo. Code compiled with ``torch.compile`` is traced through the mode; the C handler has
-  a Python twin, ``python_torch_function``, registered with
-  ``torch.compiler.substitute_in_graph`` so that Dynamo traces it instead of the C function,
-  and compiled graphs see npu devices.
+The handler is C (``torch_npu._C``'s ``_device_redirect_torch_function``, bound to the mode
+as its ``__torch_function__``), so that graph-broken code run eagerly inside a compiled
+call pays little. Dynamo traces its Python twin,
+``python_torch_function``, registered with ``torch.compiler.substitute_in_graph``.
 """
 from __future__ import annotations
 
@@ -33,8 +35,6 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from torch_npu import _C
-
-from .callers import torch_internal
 
 _CUDA = "cuda"
 _NPU = "npu"
@@ -55,32 +55,12 @@ def _tensor_cuda(func, types, args, kwargs):
     return tensor.npu(*rest, **(kwargs or {}))
 
 
-def _tensor_is_cuda(func, types, args, kwargs):
-    # True for npu tensors when the script asks; PyTorch's own modules read is_cuda as
-    # "on the CUDA runtime" and keep the real answer (see callers).
-    tensor = args[0]
-    if tensor.device.type == _NPU:
-        return not torch_internal(sys._getframe(1))
-    return func(*args, **(kwargs or {}))
-
-
-def _with_mode_active(func, types, args, kwargs):
-    # The autograd engine runs backward under the thread-local state of the call that
-    # started it, and PyTorch takes the mode off the stack while its handler runs: started
-    # from here, backward (custom Functions, checkpoint recomputation, hooks) would run
-    # without the mode. Re-entered, the mode is part of that state.
-    with _mode:
-        return torch.overrides.redispatch_function(func, types, args, kwargs)
-
-
 # Torch functions that need more than their device arguments rewritten:
-# func -> handler(func, types, args, kwargs).
+# func -> handler(func, types, args, kwargs). (The C ``cuda`` method: ``tensor_cuda`` replaces
+# ``torch.Tensor.cuda`` by a Python method, but the C one stays reachable.)
+_C_TENSOR_CUDA = torch._C.TensorBase.cuda
 HANDLERS: dict[Callable, Callable] = {
-    torch.Tensor.cuda: _tensor_cuda,
-    torch.Tensor.is_cuda.__get__: _tensor_is_cuda,
-    torch.Tensor.backward: _with_mode_active,
-    torch.autograd.backward: _with_mode_active,
-    torch.autograd.grad: _with_mode_active,
+    _C_TENSOR_CUDA: _tensor_cuda,
 }
 
 
@@ -88,7 +68,7 @@ def python_torch_function(mode, func, types, args=(), kwargs=None):
     """What ``_C._device_redirect_torch_function`` does, in Python (traced by Dynamo)."""
     args = tuple(_as_npu(a) for a in args)
     kwargs = {k: _as_npu(v) for k, v in (kwargs or {}).items()}
-    if func is torch.Tensor.cuda:
+    if func is _C_TENSOR_CUDA:
         return _tensor_cuda(func, types, args, kwargs)
     return func(*args, **kwargs)
 
@@ -107,18 +87,43 @@ class CudaToNpuMode(TorchFunctionMode):
 
 
 _mode: CudaToNpuMode | None = None
-_previous_thread_profile: Any = None
 
 
-def _enter_mode_in_new_thread(frame, event, arg):
-    # Runs once, as the first profile event of each thread started by `threading`, and
-    # hands the thread over to whatever profiler was installed before.
-    sys.setprofile(_previous_thread_profile)
-    if _mode is not None:
-        _mode.__enter__()  # left on the thread's mode stack for the thread's lifetime
-    if _previous_thread_profile is not None:
-        return _previous_thread_profile(frame, event, arg)
-    return None
+# Per thread: how many compiled calls are running (nested ones find the mode already there).
+_compiled_calls = threading.local()
+
+
+class CompiledCallContext:
+    """Dynamo's ``backend_ctx_ctor`` for transfer_to_npu: each compiled call runs under the mode.
+
+    Entered once per call of a compiled function, so it is kept to a per-thread counter and
+    the C push/pop of the mode stack: about 1.0 us a call, against 1.5 us through the mode's
+    own ``__enter__``/``__exit__`` and a search of the stack.
+    """
+
+    __slots__ = ("_mode",)
+
+    def __enter__(self) -> None:
+        self._mode = _mode
+        if self._mode is None:
+            return
+        depth = getattr(_compiled_calls, "depth", 0)
+        if depth == 0:
+            torch._C._push_on_torch_function_stack(self._mode)
+        _compiled_calls.depth = depth + 1
+
+    def __exit__(self, *exc) -> None:
+        if self._mode is None:
+            return
+        _compiled_calls.depth -= 1
+        if _compiled_calls.depth == 0:
+            popped = torch._C._pop_torch_function_stack()
+            if popped is not self._mode:
+                torch._C._push_on_torch_function_stack(popped)
+                raise RuntimeError(
+                    "a TorchFunctionMode entered inside a compiled function was left on the stack "
+                    "when it returned; exit it inside the function"
+                )
 
 
 _twin_registered = False
@@ -142,22 +147,20 @@ def register_dynamo_twin() -> None:
 
 
 def install() -> None:
-    """Enter the mode in this thread and in every thread started from now on."""
-    global _mode, _previous_thread_profile
+    """Make the mode available to compiled calls (it is entered by ``CompiledCallContext``)."""
+    global _mode
     if _mode is not None:
         return
     _C._set_device_redirect_handlers(dict(HANDLERS))
     _mode = CudaToNpuMode()
     if "torch._dynamo" in sys.modules:
         register_dynamo_twin()
-    _previous_thread_profile = threading.getprofile()
-    threading.setprofile(_enter_mode_in_new_thread)
-    _mode.__enter__()  # left on this thread's mode stack for the rest of the process
+
+
+def uninstall() -> None:
+    global _mode
+    _mode = None
 
 
 def installed() -> bool:
     return _mode is not None
-
-
-def is_active_in_this_thread() -> bool:
-    return _mode is not None and _mode in torch.overrides._get_current_function_mode_stack()
