@@ -56,9 +56,15 @@ def _rstd_shape(x: torch.Tensor, gamma: torch.Tensor) -> list:
 
 
 def _normalise(x32: torch.Tensor, gamma: torch.Tensor, dims: tuple[int, ...], epsilon: float, dtype):
-    rstd = torch.rsqrt(x32.square().mean(dims, keepdim=True) + epsilon)
+    mean_square = x32.square().mean(dims, keepdim=True)
+    # y takes its own rsqrt of the row statistic rather than reading the rstd output: under
+    # Inductor a consumer of the rstd buffer has to wait for the per-row rstd loop, which
+    # cannot share the row loop, so y would re-read x from memory in a loop of its own.
+    # Computed from the statistic, y fuses with the reduction (one pass over each row) and
+    # rstd is a small loop over the rows. Both are the same rsqrt of the same value.
     # Contiguous, as the fake kernel says, whatever the strides of x.
-    y = (x32 * rstd * gamma.float()).to(dtype).contiguous()
+    y = (x32 * torch.rsqrt(mean_square + epsilon) * gamma.float()).to(dtype).contiguous()
+    rstd = torch.rsqrt(mean_square + epsilon)
     return y, rstd
 
 
