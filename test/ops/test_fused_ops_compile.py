@@ -125,6 +125,32 @@ def test_compiled_op_is_one_fused_kernel(name):
         torch.testing.assert_close(a.cpu(), b.cpu(), atol=1e-5, rtol=1e-5)
 
 
+def test_compiled_rms_norm_training_step_shares_the_row_loop_forward_and_backward():
+    # Under autograd the forward returns rstd for the backward, and the training graph's
+    # common subexpression elimination runs: y must still share the reduction's row loop.
+    x0, gamma0 = torch.randn(64, 128), torch.randn(128)
+    x, gamma = x0.npu().requires_grad_(True), gamma0.npu().requires_grad_(True)
+    grad = torch.randn(64, 128, device=D)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, w: torch_npu.npu_rms_norm(x, w, 1e-5)[0], backend="inductor", fullgraph=True)
+
+    def step():
+        return torch.autograd.grad(compiled(x, gamma), (x, gamma), grad)
+
+    metrics.reset()
+    with torch._functorch.config.patch(enable_autograd_cache=False), torch._inductor.config.patch(_UNCACHED):
+        got, codes = run_and_get_code(step)
+    assert len(codes) == 2 and all(c.count(LAUNCH) == 1 for c in codes), codes
+    # Forward: reduction + y; backward: the row reduction of dx + dx (dgamma, a column
+    # sum, is a loop nest of its own).
+    inner = [c.inner_kernel_number for c in metrics.cpp_outer_loop_fused_inner_counts]
+    assert inner == [2, 2], (inner, codes)
+    xe, ge = x0.npu().requires_grad_(True), gamma0.npu().requires_grad_(True)
+    expected = torch.autograd.grad(torch_npu.npu_rms_norm(xe, ge, 1e-5)[0], (xe, ge), grad)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a.cpu(), b.cpu(), atol=1e-4, rtol=1e-4)
+
+
 def test_mlir_backend_compiles_rms_norm_with_rstd_into_one_kernel():
     pytest.importorskip("torch_mlir")
     from torch_npu.compiler.inductor import mlir as mlir_backend
