@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch._inductor import metrics
 from torch._inductor.utils import run_and_get_code
 
 import torch_npu
@@ -89,22 +90,125 @@ def _compile_and_code(fn, *args):
     return out, "\n".join(code)
 
 
-@pytest.mark.parametrize("name", ["rms_norm", "swiglu", "rotary_mul"])
-def test_compiled_op_is_one_fused_kernel(name):
+def _one_kernel_case(name):
     x = torch.randn(64, 128, device=D)
-    if name == "rms_norm":
-        fn, args = (lambda x, w: torch_npu.npu_rms_norm(x, w, 1e-5)), (x, torch.randn(128, device=D))
-    elif name == "swiglu":
-        fn, args = (lambda x: torch_npu.npu_swiglu(x)), (x,)
-    else:
-        fn = lambda x, c, s: torch_npu.npu_rotary_mul(x, c, s)  # noqa: E731
-        args = (x.reshape(2, 4, 8, 128), torch.randn(1, 4, 1, 128, device=D), torch.randn(1, 4, 1, 128, device=D))
-    out, code = _compile_and_code(fn, *args)
+    gamma = torch.randn(128, device=D)
+    if name == "rms_norm[0]":
+        return (lambda x, w: torch_npu.npu_rms_norm(x, w, 1e-5)[0]), (x, gamma)
+    if name == "rms_norm (y, rstd)":
+        return (lambda x, w: torch_npu.npu_rms_norm(x, w, 1e-5)), (x, gamma)
+    if name == "swiglu":
+        return (lambda x: torch_npu.npu_swiglu(x)), (x,)
+    fn = lambda x, c, s: torch_npu.npu_rotary_mul(x, c, s)  # noqa: E731
+    return fn, (x.reshape(2, 4, 8, 128), torch.randn(1, 4, 1, 128, device=D), torch.randn(1, 4, 1, 128, device=D))
+
+
+# Kernels are generated, not read from a cache, so the codegen metrics describe them.
+_UNCACHED = {"fx_graph_cache": False}
+
+
+@pytest.mark.parametrize("name", ["rms_norm[0]", "rms_norm (y, rstd)", "swiglu", "rotary_mul"])
+def test_compiled_op_is_one_fused_kernel(name):
+    fn, args = _one_kernel_case(name)
+    metrics.reset()
+    with torch._functorch.config.patch(enable_autograd_cache=False), torch._inductor.config.patch(_UNCACHED):
+        out, code = _compile_and_code(fn, *args)
     assert code.count(LAUNCH) == 1, code
     assert "torch.ops.npu." not in code  # decomposed, not called
+    if name.startswith("rms_norm"):
+        # The row reduction and the normalised output share one loop over the rows (each row
+        # of x is read from memory once); rstd, when returned, is a small loop over the rows.
+        inner = [c.inner_kernel_number for c in metrics.cpp_outer_loop_fused_inner_counts]
+        assert inner == [2], (inner, code)
     expected = fn(*args)
     for a, b in zip(out if isinstance(out, tuple) else (out,), expected if isinstance(expected, tuple) else (expected,)):
         torch.testing.assert_close(a.cpu(), b.cpu(), atol=1e-5, rtol=1e-5)
+
+
+def test_compiled_rms_norm_training_step_shares_the_row_loop_forward_and_backward():
+    # Under autograd the forward returns rstd for the backward, and the training graph's
+    # common subexpression elimination runs: y must still share the reduction's row loop.
+    x0, gamma0 = torch.randn(64, 128), torch.randn(128)
+    x, gamma = x0.npu().requires_grad_(True), gamma0.npu().requires_grad_(True)
+    grad = torch.randn(64, 128, device=D)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, w: torch_npu.npu_rms_norm(x, w, 1e-5)[0], backend="inductor", fullgraph=True)
+
+    def step():
+        return torch.autograd.grad(compiled(x, gamma), (x, gamma), grad)
+
+    metrics.reset()
+    with torch._functorch.config.patch(enable_autograd_cache=False), torch._inductor.config.patch(_UNCACHED):
+        got, codes = run_and_get_code(step)
+    assert len(codes) == 2 and all(c.count(LAUNCH) == 1 for c in codes), codes
+    # Forward: reduction + y; backward: the row reduction of dx + dx (dgamma, a column
+    # sum, is a loop nest of its own).
+    inner = [c.inner_kernel_number for c in metrics.cpp_outer_loop_fused_inner_counts]
+    assert inner == [2, 2], (inner, codes)
+    xe, ge = x0.npu().requires_grad_(True), gamma0.npu().requires_grad_(True)
+    expected = torch.autograd.grad(torch_npu.npu_rms_norm(xe, ge, 1e-5)[0], (xe, ge), grad)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a.cpu(), b.cpu(), atol=1e-4, rtol=1e-4)
+
+
+def test_mlir_backend_compiles_rms_norm_with_rstd_into_one_kernel():
+    pytest.importorskip("torch_mlir")
+    from torch_npu.compiler.inductor import mlir as mlir_backend
+
+    fn, args = _one_kernel_case("rms_norm (y, rstd)")
+    mlir_backend.reset_fallback_stats()
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, fullgraph=True, options={"npu_backend": "mlir", **_UNCACHED})
+    with torch._functorch.config.patch(enable_autograd_cache=False):
+        out, codes = run_and_get_code(compiled, *args)
+    code = "\n".join(codes)
+    stats = mlir_backend.fallback_stats()
+    assert stats["fallbacks"] == 0, stats["reasons"]
+    # The MLIR emitter has no equal-step constraint: rstd joins the row loop as well.
+    assert code.count(LAUNCH) == 1 and code.count("MlirKernel(") == 1, code
+    for a, b in zip(out, fn(*args)):
+        torch.testing.assert_close(a.cpu(), b.cpu(), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dim", [-1, 1])
+def test_compiled_swiglu_backward_is_one_vectorised_kernel(dim):
+    from torch._inductor import cpu_vec_isa
+
+    x0 = torch.randn(4, 6, 32)
+    x = x0.npu().requires_grad_(True)
+    x_eager = x0.npu().requires_grad_(True)
+    grad = torch.randn(torch_npu.npu_swiglu(x_eager.detach(), dim=dim).shape, device=D)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: torch_npu.npu_swiglu(x, dim=dim), backend="inductor", fullgraph=True)
+
+    def step():
+        return torch.autograd.grad(compiled(x), (x,), grad)[0]
+
+    got, codes = run_and_get_code(step)
+    (backward,) = [c for c in codes if "_backward" in c.split("\n", 1)[0]]
+    assert backward.count(LAUNCH) == 1 and "torch.ops.npu." not in backward, backward
+    if cpu_vec_isa.pick_vec_isa():
+        # One plain pointwise kernel over the gradient, not a masked concatenation of the halves.
+        assert "at::vec::Vectorized<float>::loadu" in backward, backward
+    expected = torch.autograd.grad(torch_npu.npu_swiglu(x_eager, dim=dim), (x_eager,), grad)[0]
+    torch.testing.assert_close(got.cpu(), expected.cpu(), atol=1e-5, rtol=1e-5)
+
+
+def test_row_only_node_keeps_its_place_in_a_column_reduction_loop():
+    # Vectorised along the columns, the reduction and the per-column pointwise node step
+    # alike: the outer-loop fusion rule for row-only nodes must not split them.
+    x = torch.randn(256, 64, device=D)
+
+    def column_stats(x):
+        return x.sum(0) * 2 + 1, x + x.sum(0, keepdim=True)
+
+    metrics.reset()
+    with torch._functorch.config.patch(enable_autograd_cache=False), torch._inductor.config.patch(_UNCACHED):
+        out, code = _compile_and_code(column_stats, x)
+    inner = [c.inner_kernel_number for c in metrics.cpp_outer_loop_fused_inner_counts]
+    assert inner == [2], (inner, code)
+    for a, b in zip(out, column_stats(x)):
+        torch.testing.assert_close(a.cpu(), b.cpu(), atol=1e-4, rtol=1e-5)
 
 
 class _TinyDecoderBlock(torch.nn.Module):

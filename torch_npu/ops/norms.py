@@ -56,9 +56,18 @@ def _rstd_shape(x: torch.Tensor, gamma: torch.Tensor) -> list:
 
 
 def _normalise(x32: torch.Tensor, gamma: torch.Tensor, dims: tuple[int, ...], epsilon: float, dtype):
-    rstd = torch.rsqrt(x32.square().mean(dims, keepdim=True) + epsilon)
+    mean_square = x32.square().mean(dims, keepdim=True)
+    rstd = torch.rsqrt(mean_square + epsilon)
+    # y takes its own 1/sqrt of the row statistic instead of reading rstd. Under Inductor a
+    # consumer of the rstd buffer waits for the per-row rstd loop, which cannot share the
+    # row loop, so y would re-read x from memory in a loop of its own; computed from the
+    # statistic, y fuses with the reduction (one pass over each row) and rstd is a small
+    # loop over the rows. It is spelt reciprocal(sqrt) so that the graph's common
+    # subexpression elimination (run on training graphs) does not merge it back into rstd;
+    # rsqrt is 1/sqrt in ATen's and Inductor's C++ kernels, so the values are the same.
+    scale = torch.reciprocal(torch.sqrt(mean_square + epsilon))
     # Contiguous, as the fake kernel says, whatever the strides of x.
-    y = (x32 * rstd * gamma.float()).to(dtype).contiguous()
+    y = (x32 * scale * gamma.float()).to(dtype).contiguous()
     return y, rstd
 
 

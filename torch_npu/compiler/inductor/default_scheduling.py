@@ -11,11 +11,16 @@ from typing import Any
 
 from torch._inductor.codegen.cpp import CppScheduling
 
+from . import outer_loop_rules
 from .host_kernel_rules import FusionRules, as_host_kernel
 
 
 class NpuCppScheduling(CppScheduling):
     """C++/OpenMP kernels for npu tensors."""
+
+    # C++ code generation needs every member of an outer-loop group to step its outer loop
+    # alike (see ``outer_loop_rules``); a backend without that constraint turns this off.
+    outer_loop_needs_equal_steps = True
 
     def __init__(self, scheduler: Any) -> None:
         super().__init__(scheduler)
@@ -23,6 +28,19 @@ class NpuCppScheduling(CppScheduling):
         if scheduler is not None:
             # Created while the Scheduler builds its nodes, i.e. before fusion.
             self._fusion_rules.begin()
+
+    def can_fuse_vertical(self, node1: Any, node2: Any) -> bool:
+        # A row-only node in an outer-loop group makes the whole group fall back to one
+        # loop nest per node (see ``outer_loop_rules``): keep it out, keep the rest fused.
+        if (
+            self.outer_loop_needs_equal_steps
+            and self.can_fuse_vertical_outer_loop(node1, node2)
+            and outer_loop_rules.breaks_outer_loop(
+                node1, node2, self._get_outer_loop_fusion_depth(node1, node2)
+            )
+        ):
+            return False
+        return super().can_fuse_vertical(node1, node2)
 
     def codegen_node(self, node: Any) -> None:
         self._fusion_rules.end()

@@ -24,6 +24,8 @@ _LAUNCHER_IMPORT = "from torch_npu.compiler.inductor.mlir.launcher import MlirKe
 class MlirScheduling(NpuCppScheduling):
     """Fused kernels as MLIR; anything the emitter cannot handle goes to the C++ path."""
 
+    outer_loop_needs_equal_steps = False
+
     def codegen_node(self, node):
         # Fusion is over once code generation starts.
         self._fusion_rules.end()
