@@ -25,25 +25,36 @@ mlir_target_cpu: str = ""
 
 
 
+def codegen_source_files() -> list[str]:
+    """The sources that decide what npu's Inductor compiles: its code generation
+    (scheduling, wrapper, the mlir emitter and its lowering: this package) and the fused
+    operators' decompositions (``torch_npu.ops``), which AOT autograd applies before
+    Inductor sees the graph."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    ops = os.path.join(os.path.dirname(os.path.dirname(package)), "ops")
+    files = []
+    for root in (package, ops):
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            files.extend(os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".py"))
+    return files
+
+
 def _codegen_sources_digest() -> str:
-    """Digest of the sources of npu's Inductor code generation (this package: scheduling,
-    wrapper, the mlir emitter and its lowering)."""
-    root = os.path.dirname(os.path.abspath(__file__))
     digest = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for filename in sorted(f for f in filenames if f.endswith(".py")):
-            path = os.path.join(dirpath, filename)
-            digest.update(os.path.relpath(path, root).encode())
-            with open(path, "rb") as f:
-                digest.update(f.read())
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for path in codegen_source_files():
+        digest.update(os.path.relpath(path, root).encode())
+        with open(path, "rb") as f:
+            digest.update(f.read())
     return digest.hexdigest()[:16]
 
 
-# Version of npu's code generators, emitter of the mlir kernels included. Inductor saves
-# this module's values into every FX-graph cache key, and its own key covers only torch's
-# sources: so a graph compiled by other npu codegen (another torch_npu, an edited one) is
-# never served from the cache. The mlir kernels' disk cache is keyed by it as well.
+# Version of npu's code generators and decompositions, emitter of the mlir kernels
+# included. Inductor saves this module's values into every FX-graph cache key and every
+# AOT-autograd cache key (whose details extend the FX-graph ones), and its own key covers
+# only torch's sources: so a graph compiled by other npu code (another torch_npu, an edited
+# one) is never served from either cache. The mlir kernels' disk cache is keyed by it too.
 _codegen_version: str = _codegen_sources_digest()
 
 install_config_module(sys.modules[__name__])
