@@ -298,6 +298,46 @@ def test_reading_an_overwritten_output_fails_loudly_naming_it():
     assert_close_to_cpu(kept, (x * 2).exp())
 
 
+def _scaled_sine(x):
+    return (x * 3).sin()  # where the output is produced
+
+
+def test_overwritten_output_error_carries_the_stack_where_it_was_produced():
+    compiled = torch.compile(_scaled_sine, mode="reduce-overhead")
+    x = torch.randn(4)
+    for _ in range(2):
+        compiled(x.npu())
+    first = compiled(x.npu())
+    compiled(x.npu())
+    with pytest.raises(RuntimeError, match="overwritten by a subsequent run") as info:
+        first.cpu()
+    message = str(info.value)
+    # As CUDA's: the user's frame that produced the output, after the fix.
+    assert "mark_step_begin" in message.split("Stack trace")[0]
+    trace = message.split("Stack trace of where it was produced:")[1]
+    assert "test_reduce_overhead.py" in trace and "in _scaled_sine" in trace, message
+    assert "return (x * 3).sin()  # where the output is produced" in trace, message
+
+
+def test_overwritten_gradient_error_carries_the_stack_of_its_forward():
+    cpu_model, npu_model = _pair(5)
+    compiled = torch.compile(npu_model, mode="reduce-overhead")
+    x = torch.randn(4, 8, device="npu")
+    grads = []
+    for _ in range(4):
+        torch_npu.npu.mark_step_begin()
+        for p in npu_model.parameters():
+            p.grad = None
+        compiled(x).sum().backward()
+        grads.append(npu_model.fc2.weight.grad)
+    # The third step's gradient was the backward graph's memory, overwritten by the fourth.
+    with pytest.raises(RuntimeError, match="accessing gradient tensor output of NPU graphs") as info:
+        grads[2].cpu()
+    trace = str(info.value).split("Stack trace of where it was produced:")[1]
+    assert "test_reduce_overhead.py" in trace and "in forward" in trace, str(info.value)
+    assert _manager().stats["replays"] >= 4
+
+
 def test_outputs_of_recorded_graphs_feed_other_graphs_in_place():
     f = torch.compile(lambda x: (x.sin() * 2).relu(), mode="reduce-overhead")
     g = torch.compile(lambda y, x: (y + x).tanh(), mode="reduce-overhead")

@@ -39,6 +39,7 @@ from typing import Any, Callable
 
 import torch
 
+import torch_npu._C as _C
 from torch_npu.npu import _graph_step_state
 
 from .recorded_graph import RecordedGraph
@@ -74,20 +75,24 @@ class CompilationMode(enum.Enum):
     INFERENCE = "inference"
 
 
-def _signature(args: list[Any], indices: list[int]) -> tuple:
+def _signature(args: list[Any], indices: list[int]) -> Any:
     # Only the inputs at `indices`: static inputs (parameters, buffers) are left out, since
     # Dynamo guards their metadata and RecordedGraph.matches checks their addresses; this
-    # runs on every call.
-    key = []
+    # runs on every call, so the usual case (tensors, ints, floats, bools, None) is one C++
+    # call that returns the key as bytes.
+    key = _C._graph_input_signature(args, indices)
+    if key is not None:
+        return key
+    slow = []
     for i in indices:
         a = args[i]
         if isinstance(a, torch.Tensor):
-            key.append((a.shape, a.stride(), a.dtype, a.device))
+            slow.append((a.shape, a.stride(), a.dtype, a.device))
         elif isinstance(a, (int, float, bool, str)) or a is None:
-            key.append(a)
+            slow.append(a)
         else:
-            key.append(type(a).__name__)
-    return tuple(key)
+            slow.append(type(a).__name__)
+    return tuple(slow)
 
 
 class TreeManager:
