@@ -116,12 +116,17 @@ def _npugraphify(compiled_graph: Any) -> Any:
     device_index = next(iter(compiled_graph.device_idxs), 0) if reason is None else 0
     key = getattr(compiled_graph, "_fx_graph_cache_key", None) or ""
     # Where each output was produced in the user's code, for the overwritten-output error:
-    # noted by npu's post-grad pass on a fresh compile (Inductor keeps them only for the
-    # graphs it wraps itself, in cudagraph_info).
+    # noted by npu's post-grad pass on a fresh compile and kept by cache key for cache hits
+    # (Inductor keeps them only for the graphs it wraps itself, in cudagraph_info).
     from torch_npu.compiler.inductor import output_stack_traces
 
     output_strides = getattr(compiled_graph, "output_strides", None)
-    stack_traces = output_stack_traces.take(len(output_strides) if output_strides is not None else None)
+    num_outputs = len(output_strides) if output_strides is not None else None
+    stack_traces = output_stack_traces.take(num_outputs)
+    if stack_traces is not None:
+        output_stack_traces.remember(key, stack_traces)
+    else:
+        stack_traces = output_stack_traces.recall(key, num_outputs)
     return GraphFunction(
         get_manager(device_index or 0),
         compiled_graph.current_callable,

@@ -211,6 +211,13 @@ class GraphFunction:
         self._rerecords = 0
         self._signature_idxs: list[int] = []
         self._signature_len = -1
+        # Per signature, the addresses of the mutated inputs at its warm-up. A mutated input
+        # passed at the same address again when its graph is recorded (a KV cache, a state
+        # buffer) is borrowed like a buffer: the graph updates it in place instead of
+        # copying it in and back at every replay. Replays check its address like a
+        # buffer's; a new address records a new graph.
+        self._warmup_mutated_ptrs: dict[Any, dict[int, int]] = {}
+        self._recording_stable_ptrs: dict[int, int] = {}
         manager.register(self)
 
     def num_graphs(self) -> int:
@@ -221,6 +228,7 @@ class GraphFunction:
             for g in graphs:
                 g.reset()
         self._graphs.clear()
+        self._warmup_mutated_ptrs.clear()
 
     def _warn(self, reason: str) -> None:
         if not self._warned:
@@ -264,6 +272,7 @@ class GraphFunction:
             or i in self.static_input_idxs
             or self.manager.owns(a)
             or self.manager.is_known_static(a)
+            or self._recording_stable_ptrs.get(i) == a.data_ptr()
         )
 
     def __call__(self, args: list[Any]) -> Any:
@@ -292,6 +301,11 @@ class GraphFunction:
                 # Warm-up: one eager run per signature, so one-time work (lazy
                 # initialization, caches) happens outside the capture.
                 self._graphs[key] = []
+                self._warmup_mutated_ptrs[key] = {
+                    i: args[i].data_ptr()
+                    for i in self.mutated_input_idxs
+                    if i < len(args) and isinstance(args[i], torch.Tensor)
+                }
                 manager.stats["warmups"] += 1
                 graphs_log.debug("%s graph %s: eager warm-up for a new input signature", self.mode.value, self.name)
                 self._warn_if_many_signatures()
@@ -323,7 +337,11 @@ class GraphFunction:
                     return self._eager(args, reason)
 
             if len(graphs) < MAX_GRAPHS_PER_SIGNATURE:
-                graph = self._record(args)
+                self._recording_stable_ptrs = self._warmup_mutated_ptrs.get(key, {}) if not graphs else {}
+                try:
+                    graph = self._record(args)
+                finally:
+                    self._recording_stable_ptrs = {}
                 if graph is None:
                     return self._eager(args, self.disabled_reason or "capture failed")
                 graphs.append(graph)
