@@ -12,8 +12,8 @@ allocations) rather than arithmetic:
 For each model, inference and a training step (``mark_step_begin``, forward, backward)
 run for Inductor without graphs, ``backend="npugraphs"`` and ``mode="reduce-overhead"``,
 all three compiled side by side in this process and warmed up first; they are then timed
-in interleaved blocks (each lasting about 40 ms of the slowest variant), and each figure is the median over blocks of the ratio measured
-within a block (Inductor ÷ reduce-overhead, goal >= 1.5; npugraphs ÷ reduce-overhead,
+in interleaved blocks (each lasting about 40 ms of the slowest variant), and each figure is the median over blocks of the ratio of
+median step times measured within a block (Inductor ÷ reduce-overhead, goal >= 1.5; npugraphs ÷ reduce-overhead,
 goal >= 1.3), with its interquartile range, and the recompiles, re-records and eager runs
 seen while timing (all must be 0). Also:
 
@@ -22,7 +22,11 @@ seen while timing (all must be 0). Also:
   uncaptured;
 * ``memory_allocated`` before and after 1,000 reduce-overhead replays.
 
-    python bench/bench_reduce_overhead.py [--blocks N] [--block-steps N] [--json] [--only NAME]
+* with ``--breakdown``, what a reduce-overhead training step is made of (graph-tree calls,
+  their bare replays, the rest of the step, which is PyTorch's), and a trivial backward
+  on npu (autograd's device thread) against cpu.
+
+    python bench/bench_reduce_overhead.py [--blocks N] [--block-steps N] [--json] [--only NAME] [--breakdown]
 """
 from __future__ import annotations
 
@@ -185,9 +189,12 @@ def _time_model(
     """All three variants compiled side by side, then timed in interleaved blocks.
 
     Each block times ``block_steps`` steps of every variant back to back (the order
-    rotating from block to block); a ratio is taken within each block, so a change of
-    machine load between blocks cancels out, and the figure is the median of the blocks'
-    ratios. Recompiles and re-records during the timed blocks are counted and reported:
+    rotating from block to block); a ratio of the variants' median step times is taken
+    within each block, so a change of machine load between blocks cancels out, and the
+    figure is the median of the blocks' ratios. The median step, not the block's mean:
+    on a shared machine a step now and then loses the CPU for a scheduling quantum (ms,
+    where a step takes 0.1-2 ms), and which variant's block catches more of those decided
+    a mean's ratio (``_block_means``, the ratio of means, is reported next to it). Recompiles and re-records during the timed blocks are counted and reported:
     a timed step must be a replay.
     """
     torch._dynamo.reset()
@@ -220,19 +227,24 @@ def _time_model(
     block_steps = max(block_steps, int(0.04 / max(slowest, 1e-6)))
     before = _graph_counts()
     ratios: dict[str, list[float]] = {"inductor": [], "npugraphs": []}
+    mean_ratios: dict[str, list[float]] = {"inductor": [], "npugraphs": []}
     ro_times = []
     for b in range(blocks):
         order = MODES[b % 3 :] + MODES[: b % 3]
-        times = {}
+        medians, means = {}, {}
         for mode in order:
             step = steps[mode]
-            t0 = time.perf_counter()
+            times = []
             for _ in range(block_steps):
+                t0 = time.perf_counter()
                 step()
-            times[mode] = (time.perf_counter() - t0) / block_steps
-        ratios["inductor"].append(times["inductor"] / times["reduce-overhead"])
-        ratios["npugraphs"].append(times["npugraphs"] / times["reduce-overhead"])
-        ro_times.append(times["reduce-overhead"])
+                times.append(time.perf_counter() - t0)
+            medians[mode] = statistics.median(times)
+            means[mode] = statistics.fmean(times)
+        for other in ratios:
+            ratios[other].append(medians[other] / medians["reduce-overhead"])
+            mean_ratios[other].append(means[other] / means["reduce-overhead"])
+        ro_times.append(medians["reduce-overhead"])
     after = _graph_counts()
     kind = "train" if train else "infer"
 
@@ -245,6 +257,8 @@ def _time_model(
         f"{name}_{kind}_inductor_over_reduce_overhead_iqr": spread(ratios["inductor"]),
         f"{name}_{kind}_npugraphs_over_reduce_overhead": statistics.median(ratios["npugraphs"]),
         f"{name}_{kind}_npugraphs_over_reduce_overhead_iqr": spread(ratios["npugraphs"]),
+        f"{name}_{kind}_inductor_over_reduce_overhead_block_means": statistics.median(mean_ratios["inductor"]),
+        f"{name}_{kind}_npugraphs_over_reduce_overhead_block_means": statistics.median(mean_ratios["npugraphs"]),
         f"{name}_{kind}_reduce_overhead_step_us": statistics.median(ro_times) * 1e6,
         f"{name}_{kind}_steps_per_block": block_steps,
         f"{name}_{kind}_recompiles_records_eager_runs_while_timed": (
@@ -252,6 +266,89 @@ def _time_model(
             f"{after['eager_runs'] - before['eager_runs']}"
         ),
     }
+
+
+def training_breakdown(name: str, make: Callable[[bool], tuple], rounds: int = 15) -> dict:
+    """What a reduce-overhead training step is made of, next to Inductor's step.
+
+    The graph-tree calls (every compiled graph's call through the NPU graph trees: release,
+    copies, replay, hand-out) are timed inside the step; their bare replays apart. The
+    rest of the step is PyTorch's and the same with or without graphs (Dynamo's guards,
+    AOT autograd's wrappers, the autograd engine and its device thread, the eager loss),
+    which bounds the speed-up: ``bound_zero_cost_calls`` is Inductor's step over that rest.
+    """
+    from torch_npu.compiler.graph_trees.tree_manager import GraphFunction
+
+    torch._dynamo.reset()
+    from torch_npu.compiler import graph_trees
+
+    graph_trees.reset()
+    steps = {}
+    for mode in ("inductor", "reduce-overhead"):
+        model, args, kwargs, _ = make(True)
+        compiled = _compile(model, mode)
+        fn = (lambda *a, c=compiled, kw=kwargs: c(*a, **kw).logits) if kwargs else compiled
+        steps[mode] = _training(fn, [p for p in model.parameters() if p.requires_grad], *args)
+        for _ in range(8):
+            steps[mode]()
+    calls: dict[Any, list[float]] = {}
+    run = GraphFunction._run
+
+    def timed_run(self: Any, a: list) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return run(self, a)
+        finally:
+            calls.setdefault(self, []).append(time.perf_counter() - t0)
+
+    GraphFunction._run = timed_run  # this process only, for the measurement
+    try:
+        for _ in range(50):
+            steps["reduce-overhead"]()
+    finally:
+        GraphFunction._run = run
+    call_s = sum(statistics.median(v) for v in calls.values())
+    replay_s = sum(_median(g.graph.replay, 50) for fn in calls for gs in fn._graphs.values() for g in gs[:1])
+    ind, ro = [], []
+    for _ in range(rounds):
+        ind.append(_median(steps["inductor"], 10, warmup=1))
+        ro.append(_median(steps["reduce-overhead"], 10, warmup=1))
+    i, r = statistics.median(ind), statistics.median(ro)
+    rest = r - call_s
+    return {
+        f"{name}_train_breakdown_inductor_step_us": i * 1e6,
+        f"{name}_train_breakdown_reduce_overhead_step_us": r * 1e6,
+        f"{name}_train_breakdown_graph_tree_calls_us": call_s * 1e6,
+        f"{name}_train_breakdown_bare_replays_us": replay_s * 1e6,
+        f"{name}_train_breakdown_rest_of_step_us": rest * 1e6,
+        f"{name}_train_breakdown_bound_zero_cost_calls": i / rest,
+        f"{name}_train_breakdown_bound_calls_as_bare_replays": i / (rest + replay_s),
+    }
+
+
+def autograd_device_thread_cost(steps: int = 300) -> dict:
+    """A trivial backward on npu (autograd's device thread) and on cpu (the calling thread)."""
+
+    class Identity(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+            return g
+
+    out = {}
+    for device in ("cpu", "npu"):
+        x = torch.ones(1, device=device, requires_grad=True)
+        g = torch.ones(1, device=device)
+
+        def step() -> None:
+            Identity.apply(x).backward(g)
+            x.grad = None
+
+        out[f"trivial_backward_{device}_us"] = _median(step, steps, warmup=20) * 1e6
+    return out
 
 
 def replay_cost_per_launch(launches: int = 200, steps: int = 100) -> dict:
@@ -315,6 +412,9 @@ def main() -> None:
         "with 2 OpenMP threads on a loaded 2-core machine, kernels run back to back from a replay wait "
         "for spinning OpenMP workers (GPT-2 decode replays seen at 70-140 ms instead of 0.2 ms)",
     )
+    parser.add_argument(
+        "--breakdown", action="store_true", help="also break a training step down (graph-tree calls vs the rest)"
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--only", choices=["linear_ln_gelu", "many_small_ops", "gpt2_decode"])
     args = parser.parse_args()
@@ -341,6 +441,10 @@ def main() -> None:
             continue
         results.update(_time_model(name, make, args.blocks, args.block_steps, train=False))
         results.update(_time_model(name, make, args.blocks, args.block_steps, train=True))
+        if args.breakdown:
+            results.update(training_breakdown(name, make))
+    if args.breakdown:
+        results.update(autograd_device_thread_cost())
     results["load_average_1min_end"] = os.getloadavg()[0]
     results.update(replay_cost_per_launch())
     results.update(memory_after_replays())

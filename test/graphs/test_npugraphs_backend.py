@@ -195,6 +195,19 @@ def test_outputs_of_a_finished_step_stay_valid():
             out.cpu()
 
 
+def test_overwritten_output_error_carries_the_stack_where_it_was_produced():
+    def produce(x):
+        return (x - 1).exp()  # where the output is produced
+
+    compiled = torch.compile(produce, backend="npugraphs")
+    x = torch.randn(6)
+    outs = [compiled(x.npu()) for _ in range(4)]
+    with pytest.raises(RuntimeError, match="overwritten by a subsequent run") as info:
+        outs[2].cpu()
+    trace = str(info.value).split("Stack trace of where it was produced:")[1]
+    assert "test_npugraphs_backend.py" in trace and "return (x - 1).exp()" in trace, str(info.value)
+
+
 def test_input_mutation_once_per_call():
     def fn(x, acc):
         acc.add_(x)

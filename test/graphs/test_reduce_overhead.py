@@ -149,6 +149,42 @@ def test_input_mutation_happens_once_per_call():
     assert _manager().stats["replays"] == 2
 
 
+def test_mutated_input_at_a_stable_address_is_updated_in_place():
+    # A KV cache or a state buffer passed at the same address every call: recorded on its
+    # memory, like a buffer, instead of copied in and back at every replay.
+    def fn(x, state):
+        state.mul_(0.5).add_(x)
+        return state.exp()
+
+    compiled = torch.compile(fn, mode="reduce-overhead")
+    state_cpu = torch.zeros(6)
+    state_npu = state_cpu.npu()
+    for _ in range(5):
+        x = torch.randn(6)
+        assert_close_to_cpu(compiled(x.npu(), state_npu), fn(x, state_cpu))
+        assert_close_to_cpu(state_npu, state_cpu)
+    (graph,) = _recorded_graphs()
+    state_idx = next(i for i, p in enumerate(graph.placeholders) if isinstance(p, torch.Tensor) and p.data_ptr() == state_npu.data_ptr())
+    assert state_idx in graph.borrowed_idxs and graph.writeback_idxs == ()
+    assert graph.copies["inputs"] == 4  # x only: the run after recording, then three replays
+    assert _manager().stats["replays"] == 3
+
+
+def test_mutated_input_at_a_new_address_every_call_is_copied_in_and_back():
+    def fn(x, state):
+        state.add_(x)
+        return state * 3
+
+    compiled = torch.compile(fn, mode="reduce-overhead")
+    for _ in range(5):
+        x, state = torch.randn(4), torch.randn(4)
+        state_npu = state.npu()
+        assert_close_to_cpu(compiled(x.npu(), state_npu), fn(x, state))
+        assert_close_to_cpu(state_npu, state)
+    (graph,) = _recorded_graphs()
+    assert graph.writeback_idxs != () and _manager().stats["replays"] == 3
+
+
 def test_new_shapes_record_new_graphs_and_warn_past_the_limit(caplog):
     from torch._inductor import config
 
@@ -296,6 +332,77 @@ def test_reading_an_overwritten_output_fails_loudly_naming_it():
     kept = second.clone()
     compiled(x.npu())
     assert_close_to_cpu(kept, (x * 2).exp())
+
+
+def _scaled_sine(x):
+    return (x * 3).sin()  # where the output is produced
+
+
+def test_overwritten_output_error_carries_the_stack_where_it_was_produced():
+    compiled = torch.compile(_scaled_sine, mode="reduce-overhead")
+    x = torch.randn(4)
+    for _ in range(2):
+        compiled(x.npu())
+    first = compiled(x.npu())
+    compiled(x.npu())
+    with pytest.raises(RuntimeError, match="overwritten by a subsequent run") as info:
+        first.cpu()
+    message = str(info.value)
+    # As CUDA's: the user's frame that produced the output, after the fix.
+    assert "mark_step_begin" in message.split("Stack trace")[0]
+    trace = message.split("Stack trace of where it was produced:")[1]
+    assert "test_reduce_overhead.py" in trace and "in _scaled_sine" in trace, message
+    assert "return (x * 3).sin()  # where the output is produced" in trace, message
+
+
+def _shifted_cosine(x):
+    return (x + 5).cos()  # the line an FX-graph-cache hit must still name
+
+
+def test_overwritten_output_error_names_the_stack_after_an_fx_graph_cache_hit():
+    from torch._dynamo.utils import counters
+
+    from torch_npu.compiler import graph_trees
+    from torch_npu.compiler.inductor import output_stack_traces
+
+    x = torch.randn(7)
+    hits = []
+    for round_ in range(2):
+        hits.append(counters["inductor"]["fxgraph_cache_hit"])
+        torch._dynamo.reset()
+        graph_trees.reset()
+        # As in a new process: only the file next to the cached graph knows the stacks.
+        output_stack_traces._by_cache_key.clear()
+        compiled = torch.compile(_shifted_cosine, mode="reduce-overhead")
+        for _ in range(2):
+            compiled(x.npu())
+        first = compiled(x.npu())
+        compiled(x.npu())
+        with pytest.raises(RuntimeError, match="overwritten by a subsequent run") as info:
+            first.cpu()
+        trace = str(info.value).split("Stack trace of where it was produced:")[1]
+        assert "the line an FX-graph-cache hit must still name" in trace, (round_, str(info.value))
+    # The second round loaded the graph from the FX-graph cache.
+    assert counters["inductor"]["fxgraph_cache_hit"] > hits[1], dict(counters["inductor"])
+
+
+def test_overwritten_gradient_error_carries_the_stack_of_its_forward():
+    cpu_model, npu_model = _pair(5)
+    compiled = torch.compile(npu_model, mode="reduce-overhead")
+    x = torch.randn(4, 8, device="npu")
+    grads = []
+    for _ in range(4):
+        torch_npu.npu.mark_step_begin()
+        for p in npu_model.parameters():
+            p.grad = None
+        compiled(x).sum().backward()
+        grads.append(npu_model.fc2.weight.grad)
+    # The third step's gradient was the backward graph's memory, overwritten by the fourth.
+    with pytest.raises(RuntimeError, match="accessing gradient tensor output of NPU graphs") as info:
+        grads[2].cpu()
+    trace = str(info.value).split("Stack trace of where it was produced:")[1]
+    assert "test_reduce_overhead.py" in trace and "in forward" in trace, str(info.value)
+    assert _manager().stats["replays"] >= 4
 
 
 def test_outputs_of_recorded_graphs_feed_other_graphs_in_place():

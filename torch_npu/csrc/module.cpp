@@ -20,6 +20,9 @@ void bind_observers(py::module_& m);
 }
 void register_device_redirect(py::module& m);  // device_redirect.cpp (transfer_to_npu)
 void register_cuda_as_npu(py::module& m);      // cuda_as_npu.cpp (transfer_to_npu)
+void delete_storage_alias(void* ctx);                   // graph_replay.cpp
+c10::Storage make_storage_alias(const c10::Storage& source);
+void register_graph_replay_bindings(py::module_& m);
 namespace hccl {
 void add_bindings(py::module_& m);  // hccl_bindings.cpp
 }
@@ -28,8 +31,6 @@ void add_bindings(py::module_& m);  // hccl_bindings.cpp
 namespace {
 
 using namespace torch_npu;
-
-void delete_storage_alias(void* ctx) { delete static_cast<c10::Storage*>(ctx); }
 
 py::dict stat_dict(const c10::CachingAllocator::Stat& s) {
   py::dict d;
@@ -269,6 +270,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_sync_debug_mode", &set_sync_debug_mode);
   m.def("_get_sync_debug_mode", &sync_debug_mode);
   register_memory_history_bindings(m);
+  register_graph_replay_bindings(m);
   m.def("_get_default_generator", [](int64_t i) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(default_generator(resolve_device_index(i))));
@@ -292,15 +294,9 @@ PYBIND11_MODULE(_C, m) {
   // graph's storage alive, not the alias: a graph that borrows a handed-out tensor must not
   // keep it alive, nor fail when it is invalidated. Returns a byte tensor over the new storage.
   m.def("_alias_storage", [](const at::Tensor& t) {
-    const c10::Storage& source = t.storage();
-    const c10::DataPtr& source_ptr = source.data_ptr();
-    auto* keep = source_ptr.get_deleter() == &delete_storage_alias
-        ? new c10::Storage(*static_cast<c10::Storage*>(source_ptr.get_context()))
-        : new c10::Storage(source);
-    at::DataPtr ptr(keep->mutable_data(), keep, &delete_storage_alias, source.device());
-    c10::Storage alias(c10::Storage::use_byte_size_t(), source.nbytes(), std::move(ptr), nullptr, false);
-    return at::empty({0}, t.options().dtype(at::kByte))
-        .set_(alias, 0, {static_cast<int64_t>(source.nbytes())}, {1});
+    c10::Storage alias = make_storage_alias(t.storage());
+    const auto nbytes = static_cast<int64_t>(alias.nbytes());
+    return at::empty({0}, t.options().dtype(at::kByte)).set_(alias, 0, {nbytes}, {1});
   });
   m.def("_is_storage_alias", [](const at::Tensor& t) {
     return t.storage().data_ptr().get_deleter() == &delete_storage_alias;

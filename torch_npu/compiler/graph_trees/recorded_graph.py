@@ -24,11 +24,9 @@ as graph memory.
 """
 from __future__ import annotations
 
-import weakref
 from typing import Any, Callable
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 from torch.npu.graphs import _data_ptrs_equal
 
 import torch_npu._C as _C
@@ -37,7 +35,7 @@ OVERWRITTEN = (
     "Error: accessing tensor output of NPU graphs that has been overwritten by a subsequent run "
     "({what}). To prevent overwriting, clone the tensor outside of torch.compile() or call "
     "torch_npu.npu.mark_step_begin() (torch.compiler.npugraph_mark_step_begin) before each model "
-    "invocation."
+    "invocation. Stack trace of where it was produced: {stack}"
 )
 OVERWRITTEN_GRAD = (
     "Error: accessing gradient tensor output of NPU graphs that has been overwritten by a "
@@ -45,41 +43,17 @@ OVERWRITTEN_GRAD = (
     "gradient accumulation when a .grad tensor is the output of a recorded backward. If you need "
     "gradient accumulation, allocate stable .grad buffers before the compiled backward runs (an "
     "eager warm-up iteration, or zeroed .grad tensors); otherwise set .grad to None before each "
-    "backward."
+    "backward. Stack trace of where it was produced: {stack}"
 )
 FREED = (
     "Error: accessing tensor output of an NPU graph that has been freed ({what}) by "
-    "torch.compiler.reset() or the graph trees' reset(). Clone outputs you keep across a reset."
+    "torch.compiler.reset() or the graph trees' reset(). Clone outputs you keep across a reset. "
+    "Stack trace of where it was produced: {stack}"
 )
 
-
-class _HandedStorage:
-    """One storage handed out by a run: the outputs living on it, for invalidation or moving."""
-
-    __slots__ = ("storage_ref", "tensor_refs", "saved", "what")
-
-    def __init__(self, storage: Any, saved: bool, what: str):
-        self.storage_ref = StorageWeakRef(storage)
-        self.tensor_refs: list[weakref.ref] = []
-        self.saved = saved
-        self.what = what
-
-    def alive(self) -> bool:
-        return not self.storage_ref.expired()
-
-    def move(self) -> int:
-        """Give the tensors still held fresh memory (``.data`` keeps the very objects autograd saved)."""
-        moved = 0
-        for ref in self.tensor_refs:
-            t = ref()
-            if t is not None:
-                t.data = t.clone()
-                moved += 1
-        return moved
-
-    def invalidate(self, template: str) -> None:
-        if self.alive():
-            _C._set_storage_impl_access_error_msg(self.storage_ref.cdata, template.format(what=self.what))
+# Output plan entries besides a storage index (shared with csrc/graph_replay.cpp).
+_NOT_TENSOR = -1
+_BORROWED = -2
 
 
 def _borrowed_placeholder(a: torch.Tensor) -> torch.Tensor:
@@ -135,46 +109,57 @@ class RecordedGraph:
         self._template = OVERWRITTEN_GRAD if is_backward else OVERWRITTEN
         self._stack_traces = stack_traces or []
         borrowed_storages = {placeholders[i].untyped_storage().data_ptr() for i in borrowed_idxs}
-        # Per output: None (not a tensor), "borrowed" (memory of a borrowed input, such as a
+        # Per output: _NOT_TENSOR, _BORROWED (memory of a borrowed input, such as a
         # parameter saved for backward: handed out as is), or the index of the graph-owned
         # storage it lives on (a copied input's placeholder counts: it is refilled at every
         # replay, after what was handed out of it was released).
-        self._output_plan: list[Any] = []
+        plan: list[int] = []
         self._storages: list[torch.Tensor] = []  # one tensor per distinct graph-owned storage
-        self._storage_saved: list[bool] = []
-        self._storage_what: list[str] = []
+        saved: list[bool] = []
+        self._storage_what: list[tuple[str, str]] = []
         by_ptr: dict[int, int] = {}
         for i, o in enumerate(static_outputs):
             if not isinstance(o, torch.Tensor):
-                self._output_plan.append(None)
+                plan.append(_NOT_TENSOR)
                 continue
             ptr = o.untyped_storage().data_ptr()
             if ptr in borrowed_storages:
-                self._output_plan.append("borrowed")
+                plan.append(_BORROWED)
                 continue
             k = by_ptr.get(ptr)
             if k is None:
                 k = by_ptr[ptr] = len(self._storages)
                 self._storages.append(o)
-                self._storage_saved.append(True)
-                self._storage_what.append("")
+                saved.append(True)
+                self._storage_what.append(("", ""))
             if i < num_user_outputs:
-                self._storage_saved[k] = False
-                if not self._storage_what[k]:
+                saved[k] = False
+                if not self._storage_what[k][0]:
                     self._storage_what[k] = self._describe(i)
-            self._output_plan.append(k)
+            plan.append(k)
         for k, what in enumerate(self._storage_what):
-            if not what:
-                self._storage_what[k] = self._describe(self._output_plan.index(k))
-        # What the last run handed out, and the generation it ran in.
-        self._handed: list[_HandedStorage] = []
+            if not what[0]:
+                self._storage_what[k] = self._describe(plan.index(k))
+        # Releasing what the last run handed out, refilling copied inputs, the replay, the
+        # write-back and handing out new outputs: one C++ call per replay.
+        self._replay = _C._ReplayPlan(
+            graph,
+            list(static_outputs),
+            plan,
+            self._storages,
+            saved,
+            [self._template.format(what=what, stack=stack) for what, stack in self._storage_what],
+            list(copied_idxs),
+            [placeholders[i] for i in copied_idxs],
+            list(writeback_idxs),
+        )
+        # The generation the last run ran in.
         self.last_generation: Any = None
-        self.copies = {"inputs": 0, "outputs": 0}
 
-    def _describe(self, i: int) -> str:
+    def _describe(self, i: int) -> tuple[str, str]:
+        """Which output ``i`` is, and the user's stack where it was produced (as CUDA words it)."""
         trace = self._stack_traces[i] if i < len(self._stack_traces) else None
-        where = f"; produced at: {trace.strip()}" if trace else ""
-        return f"output {i} of NPU graph {self.name}{where}"
+        return f"output {i} of NPU graph {self.name}", trace.strip() if trace else "[Could not find stack trace]"
 
     @classmethod
     def record(
@@ -242,65 +227,30 @@ class RecordedGraph:
 
     def has_live_outputs(self) -> bool:
         """True if anything the last run handed out is still referenced."""
-        return any(h.alive() for h in self._handed)
+        return self._replay.any_alive()
 
     def has_live_saved(self) -> bool:
         """True if tensors saved for a backward by the last run are still referenced."""
-        return any(h.saved and h.alive() for h in self._handed)
+        return self._replay.any_saved_alive()
+
+    @property
+    def copies(self) -> dict[str, int]:
+        """Inputs copied into placeholders, and held outputs moved off graph memory, so far."""
+        return {"inputs": self._replay.copied_inputs, "outputs": self._replay.moved_outputs}
 
     def release(self, *, move_all: bool = False, template: str | None = None) -> None:
         """Before graph memory is overwritten: move saved tensors still held, invalidate user outputs."""
-        for h in self._handed:
-            if not h.alive():
-                continue
-            if h.saved or move_all:
-                self.copies["outputs"] += h.move()
-            # Whatever still holds the old memory (a view made outside) must not read
-            # values of a later run silently.
-            h.invalidate(template or self._template)
-        self._handed = []
+        # Whatever still holds the old memory (a view made outside) must not read values
+        # of a later run silently: it raises the template's message.
+        messages = None if template is None else [
+            template.format(what=what, stack=stack) for what, stack in self._storage_what
+        ]
+        self._replay.release(move_all, messages)
 
     def run(self, args: list[Any], generation: Any, *, move_all: bool = False) -> list[Any]:
         """Replay on ``args`` (``matches(args)`` must hold) and return the outputs."""
-        self.release(move_all=move_all)
-        with torch.no_grad():
-            for i in self.copied_idxs:
-                src = args[i]
-                dst = self.placeholders[i]
-                if src.data_ptr() != dst.data_ptr():
-                    # Tensors handed out before were moved off graph memory by release(),
-                    # but may still share a version counter with it: refilling graph
-                    # memory must not look like a modification of what a pending
-                    # backward saved.
-                    with torch.autograd._unsafe_preserve_version_counter(dst):
-                        dst.copy_(src)
-                    self.copies["inputs"] += 1
-            self.graph.replay()
-            for i in self.writeback_idxs:
-                args[i].copy_(self.placeholders[i])
+        out = self._replay.run(args, move_all)
         self.last_generation = generation
-        return self._outputs()
-
-    def _outputs(self) -> list[Any]:
-        handed: list[_HandedStorage] = []
-        storages: list[Any] = []
-        for k, base in enumerate(self._storages):
-            alias = _C._alias_storage(base).untyped_storage()
-            storages.append(alias)
-            handed.append(_HandedStorage(alias, self._storage_saved[k], self._storage_what[k]))
-        out: list[Any] = []
-        with torch.no_grad():
-            for o, plan in zip(self.static_outputs, self._output_plan):
-                if plan is None:
-                    out.append(o)
-                elif plan == "borrowed":
-                    out.append(o.detach())
-                else:
-                    t = torch.empty(0, dtype=o.dtype, device=o.device)
-                    t.set_(storages[plan], o.storage_offset(), o.shape, o.stride())
-                    handed[plan].tensor_refs.append(weakref.ref(t))
-                    out.append(t)
-        self._handed = handed
         return out
 
     def output_storage_ptrs(self) -> list[int]:
@@ -310,6 +260,7 @@ class RecordedGraph:
     def reset(self) -> None:
         """Free the graph's memory; outputs still held are moved off it first."""
         self.release(move_all=True, template=FREED)
+        self._replay.clear()
         self.graph.reset()
         self.placeholders = []
         self.static_outputs = []

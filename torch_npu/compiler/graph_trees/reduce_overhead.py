@@ -93,6 +93,9 @@ class NpuGraphPolicy(CUDAGraphPolicy):
         from torch._inductor import config
 
         if not config.triton.cudagraphs or getattr(output_code, "current_callable", None) is None:
+            from torch_npu.compiler.inductor import output_stack_traces
+
+            output_stack_traces.take(None)  # stacks noted for this graph are not another's
             return output_code
         output_code.current_callable = _npugraphify(output_code)
         return output_code
@@ -112,6 +115,18 @@ def _npugraphify(compiled_graph: Any) -> Any:
     reason = capture_blocker(compiled_graph)
     device_index = next(iter(compiled_graph.device_idxs), 0) if reason is None else 0
     key = getattr(compiled_graph, "_fx_graph_cache_key", None) or ""
+    # Where each output was produced in the user's code, for the overwritten-output error:
+    # noted by npu's post-grad pass on a fresh compile and kept by cache key for cache hits
+    # (Inductor keeps them only for the graphs it wraps itself, in cudagraph_info).
+    from torch_npu.compiler.inductor import output_stack_traces
+
+    output_strides = getattr(compiled_graph, "output_strides", None)
+    num_outputs = len(output_strides) if output_strides is not None else None
+    stack_traces = output_stack_traces.take(num_outputs)
+    if stack_traces is not None:
+        output_stack_traces.remember(key, stack_traces)
+    else:
+        stack_traces = output_stack_traces.recall(key, num_outputs)
     return GraphFunction(
         get_manager(device_index or 0),
         compiled_graph.current_callable,
@@ -121,4 +136,5 @@ def _npugraphify(compiled_graph: Any) -> Any:
         num_user_outputs=num_user_outputs,
         name=f"reduce-overhead {key[:12]}".rstrip(),
         disabled_reason=reason,
+        stack_traces=list(stack_traces) if stack_traces is not None else None,
     )

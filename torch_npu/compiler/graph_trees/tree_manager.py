@@ -39,6 +39,7 @@ from typing import Any, Callable
 
 import torch
 
+import torch_npu._C as _C
 from torch_npu.npu import _graph_step_state
 
 from .recorded_graph import RecordedGraph
@@ -74,20 +75,24 @@ class CompilationMode(enum.Enum):
     INFERENCE = "inference"
 
 
-def _signature(args: list[Any], indices: list[int]) -> tuple:
+def _signature(args: list[Any], indices: list[int]) -> Any:
     # Only the inputs at `indices`: static inputs (parameters, buffers) are left out, since
     # Dynamo guards their metadata and RecordedGraph.matches checks their addresses; this
-    # runs on every call.
-    key = []
+    # runs on every call, so the usual case (tensors, ints, floats, bools, None) is one C++
+    # call that returns the key as bytes.
+    key = _C._graph_input_signature(args, indices)
+    if key is not None:
+        return key
+    slow = []
     for i in indices:
         a = args[i]
         if isinstance(a, torch.Tensor):
-            key.append((a.shape, a.stride(), a.dtype, a.device))
+            slow.append((a.shape, a.stride(), a.dtype, a.device))
         elif isinstance(a, (int, float, bool, str)) or a is None:
-            key.append(a)
+            slow.append(a)
         else:
-            key.append(type(a).__name__)
-    return tuple(key)
+            slow.append(type(a).__name__)
+    return tuple(slow)
 
 
 class TreeManager:
@@ -206,6 +211,13 @@ class GraphFunction:
         self._rerecords = 0
         self._signature_idxs: list[int] = []
         self._signature_len = -1
+        # Per signature, the addresses of the mutated inputs at its warm-up. A mutated input
+        # passed at the same address again when its graph is recorded (a KV cache, a state
+        # buffer) is borrowed like a buffer: the graph updates it in place instead of
+        # copying it in and back at every replay. Replays check its address like a
+        # buffer's; a new address records a new graph.
+        self._warmup_mutated_ptrs: dict[Any, dict[int, int]] = {}
+        self._recording_stable_ptrs: dict[int, int] = {}
         manager.register(self)
 
     def num_graphs(self) -> int:
@@ -216,6 +228,7 @@ class GraphFunction:
             for g in graphs:
                 g.reset()
         self._graphs.clear()
+        self._warmup_mutated_ptrs.clear()
 
     def _warn(self, reason: str) -> None:
         if not self._warned:
@@ -259,6 +272,7 @@ class GraphFunction:
             or i in self.static_input_idxs
             or self.manager.owns(a)
             or self.manager.is_known_static(a)
+            or self._recording_stable_ptrs.get(i) == a.data_ptr()
         )
 
     def __call__(self, args: list[Any]) -> Any:
@@ -287,6 +301,11 @@ class GraphFunction:
                 # Warm-up: one eager run per signature, so one-time work (lazy
                 # initialization, caches) happens outside the capture.
                 self._graphs[key] = []
+                self._warmup_mutated_ptrs[key] = {
+                    i: args[i].data_ptr()
+                    for i in self.mutated_input_idxs
+                    if i < len(args) and isinstance(args[i], torch.Tensor)
+                }
                 manager.stats["warmups"] += 1
                 graphs_log.debug("%s graph %s: eager warm-up for a new input signature", self.mode.value, self.name)
                 self._warn_if_many_signatures()
@@ -318,7 +337,11 @@ class GraphFunction:
                     return self._eager(args, reason)
 
             if len(graphs) < MAX_GRAPHS_PER_SIGNATURE:
-                graph = self._record(args)
+                self._recording_stable_ptrs = self._warmup_mutated_ptrs.get(key, {}) if not graphs else {}
+                try:
+                    graph = self._record(args)
+                finally:
+                    self._recording_stable_ptrs = {}
                 if graph is None:
                     return self._eager(args, self.disabled_reason or "capture failed")
                 graphs.append(graph)

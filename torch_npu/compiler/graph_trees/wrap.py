@@ -33,6 +33,15 @@ def aot_num_user_outputs() -> int | None:
         return None
 
 
+def output_stack_traces(gm: torch.fx.GraphModule) -> list[str | None]:
+    """Per output of ``gm``, the user's stack where it was produced (None when unknown)."""
+    output = next((n for n in reversed(gm.graph.nodes) if n.op == "output"), None)
+    if output is None:
+        return []
+    values = output.args[0] if isinstance(output.args[0], (list, tuple)) else (output.args[0],)
+    return [v.meta.get("stack_trace") if isinstance(v, torch.fx.Node) else None for v in values]
+
+
 def npugraphify(
     gm: torch.fx.GraphModule,
     example_inputs: list[Any],
@@ -63,4 +72,5 @@ def npugraphify(
         name=getattr(gm, "_npugraphs_name", type(gm).__name__),
         disabled_reason=reason,
         all_inputs_static=all_inputs_static,
+        stack_traces=output_stack_traces(gm),
     )

@@ -124,6 +124,11 @@ class HostLoweringChoices(CustomGraphPass):
         _eager_scatter_ops()
 
     def __call__(self, gm: torch.fx.GraphModule) -> None:
+        # Not a lowering choice: the one post-grad hook of npu graphs also keeps their
+        # outputs' user stacks for the NPU graph trees' errors (see output_stack_traces).
+        from . import output_stack_traces
+
+        output_stack_traces.note(gm)
         changed = False
         for node in list(gm.graph.nodes):
             if node.op != "call_function":
