@@ -334,20 +334,24 @@ def test_reading_an_overwritten_output_fails_loudly_naming_it():
     assert_close_to_cpu(kept, (x * 2).exp())
 
 
-def _scaled_sine(x):
-    return (x * 3).sin()  # where the output is produced
-
-
-def test_overwritten_output_error_carries_the_stack_where_it_was_produced():
-    compiled = torch.compile(_scaled_sine, mode="reduce-overhead")
-    x = torch.randn(4)
+def _read_after_overwrite(compiled, x):
+    """Warms up and records ``compiled``, overwrites an output by the next replay, reads it;
+    returns the error message of that read."""
     for _ in range(2):
         compiled(x.npu())
     first = compiled(x.npu())
     compiled(x.npu())
     with pytest.raises(RuntimeError, match="overwritten by a subsequent run") as info:
         first.cpu()
-    message = str(info.value)
+    return str(info.value)
+
+
+def _scaled_sine(x):
+    return (x * 3).sin()  # where the output is produced
+
+
+def test_overwritten_output_error_carries_the_stack_where_it_was_produced():
+    message = _read_after_overwrite(torch.compile(_scaled_sine, mode="reduce-overhead"), torch.randn(4))
     # As CUDA's: the user's frame that produced the output, after the fix.
     assert "mark_step_begin" in message.split("Stack trace")[0]
     trace = message.split("Stack trace of where it was produced:")[1]
@@ -373,15 +377,9 @@ def test_overwritten_output_error_names_the_stack_after_an_fx_graph_cache_hit():
         graph_trees.reset()
         # As in a new process: only the file next to the cached graph knows the stacks.
         output_stack_traces._by_cache_key.clear()
-        compiled = torch.compile(_shifted_cosine, mode="reduce-overhead")
-        for _ in range(2):
-            compiled(x.npu())
-        first = compiled(x.npu())
-        compiled(x.npu())
-        with pytest.raises(RuntimeError, match="overwritten by a subsequent run") as info:
-            first.cpu()
-        trace = str(info.value).split("Stack trace of where it was produced:")[1]
-        assert "the line an FX-graph-cache hit must still name" in trace, (round_, str(info.value))
+        message = _read_after_overwrite(torch.compile(_shifted_cosine, mode="reduce-overhead"), x)
+        trace = message.split("Stack trace of where it was produced:")[1]
+        assert "the line an FX-graph-cache hit must still name" in trace, (round_, message)
     # The second round loaded the graph from the FX-graph cache.
     assert counters["inductor"]["fxgraph_cache_hit"] > hits[1], dict(counters["inductor"])
 
