@@ -41,10 +41,12 @@ class ReplayPlan {
   // `saved[k]`: storage k holds only tensors saved for a backward (moved, not invalidated,
   // when still held at the next replay); `messages[k]`: the error a later read of an
   // invalidated tensor of storage k raises. `copied`/`placeholders`: inputs copied into
-  // graph-owned placeholders; `writeback`: those of them the graph mutates.
+  // graph-owned placeholders; `writeback`: those of them the graph mutates. `borrowed` /
+  // `borrowed_ptrs`: inputs captured at their own address, and those addresses.
   ReplayPlan(py::object graph, py::list outputs, std::vector<int64_t> plan, std::vector<at::Tensor> bases,
              std::vector<bool> saved, std::vector<std::string> messages, std::vector<int64_t> copied,
-             std::vector<at::Tensor> placeholders, std::vector<int64_t> writeback)
+             std::vector<at::Tensor> placeholders, std::vector<int64_t> writeback, std::vector<int64_t> borrowed,
+             std::vector<int64_t> borrowed_ptrs)
       : graph_obj_(std::move(graph)),
         graph_(graph_obj_.cast<NpuGraph*>()),
         plan_(std::move(plan)),
@@ -53,7 +55,10 @@ class ReplayPlan {
         messages_(std::move(messages)),
         copied_(std::move(copied)),
         placeholders_(std::move(placeholders)),
-        writeback_(std::move(writeback)) {
+        writeback_(std::move(writeback)),
+        borrowed_(std::move(borrowed)),
+        borrowed_ptrs_(std::move(borrowed_ptrs)) {
+    TORCH_CHECK(borrowed_.size() == borrowed_ptrs_.size(), "ReplayPlan: one address per borrowed input");
     TORCH_CHECK(plan_.size() == static_cast<size_t>(py::len(outputs)), "ReplayPlan: one plan entry per output");
     TORCH_CHECK(saved_.size() == bases_.size() && messages_.size() == bases_.size(),
                 "ReplayPlan: one saved flag and message per storage");
@@ -118,6 +123,20 @@ class ReplayPlan {
       for (size_t j : writeback_pos_) arg_tensor(args, copied_[j]).copy_(placeholders_[j]);
     }
     return hand_out();
+  }
+
+  // True if every borrowed input is passed at the address it was captured at. Checked on
+  // every call for each graph of the signature, so the indices and addresses are kept
+  // here rather than converted from Python lists each time.
+  bool matches(const py::list& args) const {
+    const auto n = static_cast<int64_t>(args.size());
+    for (size_t k = 0; k < borrowed_.size(); ++k) {
+      if (borrowed_[k] >= n) return false;
+      PyObject* item = PyList_GET_ITEM(args.ptr(), borrowed_[k]);
+      if (!THPVariable_Check(item)) return false;
+      if (reinterpret_cast<int64_t>(THPVariable_Unpack(item).data_ptr()) != borrowed_ptrs_[k]) return false;
+    }
+    return true;
   }
 
   bool any_alive() const {
@@ -211,6 +230,8 @@ class ReplayPlan {
   std::vector<at::Tensor> placeholders_;
   std::vector<int64_t> writeback_;
   std::vector<size_t> writeback_pos_;
+  std::vector<int64_t> borrowed_;
+  std::vector<int64_t> borrowed_ptrs_;
   std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> handed_storages_;
   std::vector<std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>>> handed_tensors_;
   bool handed_ = false;
@@ -222,13 +243,16 @@ class ReplayPlan {
 // each input at `indices`, a tensor's sizes, strides, dtype and device, or an int, float,
 // bool or None by value. Returns None if an input is of another kind (the caller then
 // builds the key in Python). Runs on every call, over up to hundreds of inputs (a
-// backward's saved activations).
-py::object input_signature(py::list args, const std::vector<int64_t>& indices) {
+// backward's saved activations); `indices` is read as the Python list it is, not converted.
+py::object input_signature(py::list args, py::list indices) {
   std::vector<int64_t> key;
-  key.reserve(indices.size() * 8);
+  const auto num_indices = static_cast<Py_ssize_t>(indices.size());
+  key.reserve(num_indices * 8);
   const auto n = static_cast<int64_t>(args.size());
-  for (int64_t i : indices) {
-    if (i >= n) return py::none();
+  for (Py_ssize_t j = 0; j < num_indices; ++j) {
+    const long long i = PyLong_AsLongLong(PyList_GET_ITEM(indices.ptr(), j));
+    if (i == -1 && PyErr_Occurred()) throw py::error_already_set();
+    if (i < 0 || i >= n) return py::none();
     PyObject* item = PyList_GET_ITEM(args.ptr(), i);
     if (THPVariable_Check(item)) {
       const at::Tensor& t = THPVariable_Unpack(item);
@@ -266,15 +290,18 @@ py::object input_signature(py::list args, const std::vector<int64_t>& indices) {
 void register_graph_replay_bindings(py::module_& m) {
   py::class_<ReplayPlan>(m, "_ReplayPlan")
       .def(py::init<py::object, py::list, std::vector<int64_t>, std::vector<at::Tensor>, std::vector<bool>,
-                    std::vector<std::string>, std::vector<int64_t>, std::vector<at::Tensor>, std::vector<int64_t>>(),
+                    std::vector<std::string>, std::vector<int64_t>, std::vector<at::Tensor>, std::vector<int64_t>,
+                    std::vector<int64_t>, std::vector<int64_t>>(),
            py::arg("graph"), py::arg("outputs"), py::arg("plan"), py::arg("bases"), py::arg("saved"),
-           py::arg("messages"), py::arg("copied"), py::arg("placeholders"), py::arg("writeback"))
+           py::arg("messages"), py::arg("copied"), py::arg("placeholders"), py::arg("writeback"),
+           py::arg("borrowed"), py::arg("borrowed_ptrs"))
       .def("run", &ReplayPlan::run, py::arg("args"), py::arg("move_all") = false)
       .def("release",
            [](ReplayPlan& p, bool move_all, std::optional<std::vector<std::string>> messages) {
              p.release(move_all, messages ? &*messages : nullptr);
            },
            py::arg("move_all") = false, py::arg("messages") = std::nullopt)
+      .def("matches", &ReplayPlan::matches, py::arg("args"))
       .def("any_alive", &ReplayPlan::any_alive)
       .def("any_saved_alive", &ReplayPlan::any_saved_alive)
       .def_property_readonly("copied_inputs", &ReplayPlan::copied_inputs)

@@ -27,8 +27,6 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
-from torch.npu.graphs import _data_ptrs_equal
-
 import torch_npu._C as _C
 
 OVERWRITTEN = (
@@ -99,8 +97,6 @@ class RecordedGraph:
         self.placeholders = placeholders
         self.borrowed_idxs = borrowed_idxs
         self.borrowed_ptrs = tuple(placeholders[i].data_ptr() for i in borrowed_idxs)
-        self._borrowed_idx_list = list(borrowed_idxs)
-        self._borrowed_ptr_list = list(self.borrowed_ptrs)
         self.copied_idxs = copied_idxs
         self.writeback_idxs = writeback_idxs
         self.static_outputs = static_outputs
@@ -141,8 +137,9 @@ class RecordedGraph:
             if not what[0]:
                 self._storage_what[k] = self._describe(plan.index(k))
         # Releasing what the last run handed out, refilling copied inputs, the replay, the
-        # write-back and handing out new outputs: one C++ call per replay.
-        self._replay = _C._ReplayPlan(
+        # write-back and handing out new outputs: one C++ call per replay. Public: the
+        # tree's per-call path calls it directly (``run`` below is the same call).
+        self.plan = _C._ReplayPlan(
             graph,
             list(static_outputs),
             plan,
@@ -152,6 +149,8 @@ class RecordedGraph:
             list(copied_idxs),
             [placeholders[i] for i in copied_idxs],
             list(writeback_idxs),
+            list(borrowed_idxs),
+            list(self.borrowed_ptrs),
         )
         # The generation the last run ran in.
         self.last_generation: Any = None
@@ -223,20 +222,20 @@ class RecordedGraph:
 
     def matches(self, args: list[Any]) -> bool:
         """True if every borrowed input is passed at the address it was captured at."""
-        return _data_ptrs_equal(args, self._borrowed_idx_list, self._borrowed_ptr_list)
+        return self.plan.matches(args)
 
     def has_live_outputs(self) -> bool:
         """True if anything the last run handed out is still referenced."""
-        return self._replay.any_alive()
+        return self.plan.any_alive()
 
     def has_live_saved(self) -> bool:
         """True if tensors saved for a backward by the last run are still referenced."""
-        return self._replay.any_saved_alive()
+        return self.plan.any_saved_alive()
 
     @property
     def copies(self) -> dict[str, int]:
         """Inputs copied into placeholders, and held outputs moved off graph memory, so far."""
-        return {"inputs": self._replay.copied_inputs, "outputs": self._replay.moved_outputs}
+        return {"inputs": self.plan.copied_inputs, "outputs": self.plan.moved_outputs}
 
     def release(self, *, move_all: bool = False, template: str | None = None) -> None:
         """Before graph memory is overwritten: move saved tensors still held, invalidate user outputs."""
@@ -245,11 +244,11 @@ class RecordedGraph:
         messages = None if template is None else [
             template.format(what=what, stack=stack) for what, stack in self._storage_what
         ]
-        self._replay.release(move_all, messages)
+        self.plan.release(move_all, messages)
 
     def run(self, args: list[Any], generation: Any, *, move_all: bool = False) -> list[Any]:
         """Replay on ``args`` (``matches(args)`` must hold) and return the outputs."""
-        out = self._replay.run(args, move_all)
+        out = self.plan.run(args, move_all)
         self.last_generation = generation
         return out
 
@@ -260,7 +259,7 @@ class RecordedGraph:
     def reset(self) -> None:
         """Free the graph's memory; outputs still held are moved off it first."""
         self.release(move_all=True, template=FREED)
-        self._replay.clear()
+        self.plan.clear()
         self.graph.reset()
         self.placeholders = []
         self.static_outputs = []

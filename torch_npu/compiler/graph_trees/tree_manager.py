@@ -286,7 +286,7 @@ class GraphFunction:
         if self.disabled_reason is not None:
             self._warn(self.disabled_reason)
             return self._eager(args, self.disabled_reason)
-        if torch.npu.is_current_stream_capturing():
+        if _C._is_current_stream_capturing():  # torch.npu.is_current_stream_capturing, minus a frame
             # Called inside someone else's capture: run the ops so that capture records
             # them (a nested capture or a replay is not allowed there).
             return self._eager(args, "called inside another NPU graph capture, which records its ops")
@@ -295,7 +295,9 @@ class GraphFunction:
             if self._signature_len != len(args):
                 self._signature_len = len(args)
                 self._signature_idxs = [i for i in range(len(args)) if i not in self.static_input_idxs]
-            key = _signature(args, self._signature_idxs)
+            key = _C._graph_input_signature(args, self._signature_idxs)
+            if key is None:
+                key = _signature(args, self._signature_idxs)
             graphs = self._graphs.get(key)
             if graphs is None:
                 # Warm-up: one eager run per signature, so one-time work (lazy
@@ -313,14 +315,24 @@ class GraphFunction:
 
             generation = current_generation()
             mark_step_used = generation[0] != 0
-            candidates = [g for g in graphs if g.matches(args)]
-            for g in candidates:
-                if not g.has_live_outputs() or (
-                    g.last_generation != generation and (mark_step_used or not g.has_live_saved())
+            # The first graph whose borrowed addresses match and whose memory may be
+            # overwritten now replays; the matching ones seen so far decide what else
+            # to do. Each call takes this path, so it reaches into the C++ plan directly.
+            candidates = []
+            for g in graphs:
+                plan = g.plan
+                if not plan.matches(args):
+                    continue
+                candidates.append(g)
+                if not plan.any_alive() or (
+                    g.last_generation != generation and (mark_step_used or not plan.any_saved_alive())
                 ):
                     manager.stats["replays"] += 1
-                    graphs_log.debug("%s graph %s: replay", self.mode.value, self.name)
-                    return g.run(args, generation)
+                    if graphs_log.isEnabledFor(logging.DEBUG):
+                        graphs_log.debug("%s graph %s: replay", self.mode.value, self.name)
+                    out = plan.run(args, False)
+                    g.last_generation = generation
+                    return out
 
             if graphs and not candidates:
                 # Borrowed inputs (parameters, buffers, other graphs' outputs) at new
