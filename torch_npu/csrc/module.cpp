@@ -277,15 +277,6 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_is_current_stream_capturing", []() { return active_capture() != nullptr; });
   m.def("_launch_host_kernel", &launch_host_kernel);
-  // The graph trees' check, on every replay, that borrowed inputs sit where they were captured.
-  m.def("_data_ptrs_equal", [](py::list args, const std::vector<int64_t>& indices, const std::vector<int64_t>& ptrs) {
-    for (size_t k = 0; k < indices.size(); ++k) {
-      PyObject* item = PyList_GET_ITEM(args.ptr(), indices[k]);
-      if (!THPVariable_Check(item)) return false;
-      if (reinterpret_cast<int64_t>(THPVariable_Unpack(item).data_ptr()) != ptrs[k]) return false;
-    }
-    return true;
-  });
   m.def("_graph_pool_handle", &graph_pool_handle);
   // Graph trees hand out a replay's static outputs as tensors over a storage of their own
   // (sharing the graph's memory and keeping the graph's storage alive), so that one

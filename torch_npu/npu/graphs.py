@@ -48,11 +48,6 @@ __all__ = [
 _CAPTURE_ERROR_MODES = ("global", "thread_local", "relaxed")
 
 
-# True when every tensor ``args[indices[k]]`` has data pointer ``ptrs[k]``: the graph trees'
-# per-replay check that borrowed inputs are where they were captured, in one C++ loop.
-_data_ptrs_equal = _C._data_ptrs_equal
-
-
 def is_current_stream_capturing() -> bool:
     """Return True if an NPU graph capture is underway on the current npu stream."""
     return _C._is_current_stream_capturing()
