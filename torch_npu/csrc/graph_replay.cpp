@@ -7,8 +7,17 @@
 // memory. Done in Python this costs microseconds per output (a graph with a hundred
 // outputs spent more time handing them out than replaying); `ReplayPlan` does it in C++.
 // The Python side (torch_npu/compiler/graph_trees/recorded_graph.py) keeps the decisions.
+//
+// As CUDA graph trees do, the tensor objects handed out are kept and handed out again by
+// the next replay when nobody else holds them (or their memory) any more: creating a
+// storage and a Python tensor per output per replay cost more than the bookkeeping, and
+// fed Python's garbage collector. Whether anybody else holds them is read off reference
+// counts: the Python object's (the tensor's own C++ references show there too, since a
+// tensor referenced from C++ keeps its Python object alive) and the shared storage's
+// (views made of an output).
 #include "npu_graph.h"
 
+#include <ATen/CachedTensorUtils.h>
 #include <c10/util/intrusive_ptr.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/extension.h>
@@ -80,26 +89,40 @@ class ReplayPlan {
       TORCH_CHECK(it != copied_.end(), "ReplayPlan: a written-back input must be a copied one");
       writeback_pos_.push_back(it - copied_.begin());
     }
-    handed_tensors_.resize(bases_.size());
+    outputs_of_.resize(bases_.size());
+    for (size_t i = 0; i < plan_.size(); ++i) {
+      if (plan_[i] >= 0) outputs_of_[plan_[i]].push_back(i);
+    }
+    aliases_.resize(bases_.size());
+    cached_.resize(plan_.size());
+    // Tells autograd that the plan's own reference to a kept tensor does not count when
+    // it decides whether a gradient may be stolen instead of copied (AccumulateGrad), as
+    // for CUDA graph trees' kept outputs.
+    at::caching::set_cached_tensors_enabled(true);
   }
+
+  ~ReplayPlan() { drop_all(); }
 
   // Moves the saved tensors still held off graph memory (all, with `move_all`), then makes
   // every storage handed out that is still referenced raise its message (or `messages`).
+  // Kept tensors nobody holds lose what the last run's autograd attached to them first:
+  // a forward's output keeps that run's backward graph (and the tensors it saved) alive.
   void release(bool move_all, const std::vector<std::string>* messages) {
     if (!handed_) return;
     handed_ = false;
-    for (size_t k = 0; k < handed_storages_.size(); ++k) {
-      auto storage = handed_storages_[k].lock();
-      if (storage) {
-        if (saved_[k] || move_all) move_tensors(k);
-        // Whatever still holds the old memory (a view made outside) must not read the
-        // values of a later run silently.
-        const std::string& msg = messages != nullptr ? (*messages)[k] : messages_[k];
-        storage->release_data_and_set_meta_custom_data_ptr_error_msg_(msg);
-      }
-      handed_tensors_[k].clear();
+    for (size_t i = 0; i < cached_.size(); ++i) {
+      if (cached_[i] && Py_REFCNT(cached_[i].ptr()) == 1) scrub(cached_[i].ptr());
     }
-    handed_storages_.clear();
+    for (size_t k = 0; k < aliases_.size(); ++k) {
+      if (!held(k)) continue;
+      if (saved_[k] || move_all) move_tensors(k);
+      // Whatever still holds the old memory (a view made outside) must not read the
+      // values of a later run silently.
+      const std::string& msg = messages != nullptr ? (*messages)[k] : messages_[k];
+      c10::Storage storage = aliases_[k];
+      drop(k);
+      storage.unsafeGetStorageImpl()->release_data_and_set_meta_custom_data_ptr_error_msg_(msg);
+    }
   }
 
   py::list run(py::list args, bool move_all) {
@@ -141,15 +164,15 @@ class ReplayPlan {
 
   bool any_alive() const {
     if (!handed_) return false;
-    for (const auto& s : handed_storages_)
-      if (!s.expired()) return true;
+    for (size_t k = 0; k < aliases_.size(); ++k)
+      if (held(k)) return true;
     return false;
   }
 
   bool any_saved_alive() const {
     if (!handed_) return false;
-    for (size_t k = 0; k < handed_storages_.size(); ++k)
-      if (saved_[k] && !handed_storages_[k].expired()) return true;
+    for (size_t k = 0; k < aliases_.size(); ++k)
+      if (saved_[k] && held(k)) return true;
     return false;
   }
 
@@ -157,12 +180,14 @@ class ReplayPlan {
   int64_t moved_outputs() const { return moved_outputs_; }
 
   void clear() {
+    drop_all();
     outputs_.clear();
     tensors_.clear();
     bases_.clear();
     placeholders_.clear();
-    handed_storages_.clear();
-    handed_tensors_.clear();
+    aliases_.clear();
+    cached_.clear();
+    outputs_of_.clear();
     saved_.clear();
     handed_ = false;
   }
@@ -175,44 +200,83 @@ class ReplayPlan {
     return THPVariable_Unpack(item);
   }
 
+  // True if anything besides this plan references the tensors kept for storage k or the
+  // storage itself. The plan holds one reference to the storage and one to each kept
+  // tensor's Python object; each kept tensor references the storage once; a Python object
+  // of the storage (made by untyped_storage()) references it once more and, when only
+  // the storage keeps it, has a single reference itself.
+  bool held(size_t k) const {
+    const c10::Storage& alias = aliases_[k];
+    if (!alias) return false;
+    size_t expected = 1 + outputs_of_[k].size();
+    PyObject* storage_obj = alias.unsafeGetStorageImpl()->pyobj_slot()->load_pyobj();
+    if (storage_obj != nullptr) {
+      if (Py_REFCNT(storage_obj) > 1) return true;
+      ++expected;
+    }
+    if (alias.use_count() > expected) return true;
+    for (size_t i : outputs_of_[k])
+      if (Py_REFCNT(cached_[i].ptr()) > 1) return true;
+    return false;
+  }
+
+  // A kept tensor handed out again must look new: no autograd history, grad, hooks or
+  // requires_grad left from the run that handed it out before.
+  static void scrub(PyObject* obj) {
+    auto* var = reinterpret_cast<THPVariable*>(obj);
+    var->cdata.unsafeGetTensorImpl()->set_autograd_meta(nullptr);
+    Py_CLEAR(var->backward_hooks);
+    Py_CLEAR(var->post_accumulate_grad_hooks);
+  }
+
+  // Moves the kept tensors of storage k that somebody holds to fresh memory. set_data
+  // keeps the very object (and autograd's references to it), on new memory.
   void move_tensors(size_t k) {
     at::AutoGradMode no_grad(false);
-    for (auto& ref : handed_tensors_[k]) {
-      auto impl = ref.lock();
-      if (!impl) continue;
-      at::Tensor t(std::move(impl));
-      // set_data keeps the very object (and autograd's references to it), on new memory.
+    for (size_t i : outputs_of_[k]) {
+      if (Py_REFCNT(cached_[i].ptr()) == 1) continue;
+      at::Tensor& t = reinterpret_cast<THPVariable*>(cached_[i].ptr())->cdata;
       t.set_data(t.clone());
       ++moved_outputs_;
     }
   }
 
+  // Forgets the tensors kept for storage k (they stay valid for whoever holds them).
+  void drop(size_t k) {
+    for (size_t i : outputs_of_[k]) {
+      if (!cached_[i]) continue;
+      at::caching::remove_cached_tensor(reinterpret_cast<THPVariable*>(cached_[i].ptr())->cdata);
+      cached_[i] = py::object();
+    }
+    aliases_[k] = c10::Storage();
+  }
+
+  void drop_all() {
+    for (size_t k = 0; k < aliases_.size(); ++k) drop(k);
+  }
+
   py::list hand_out() {
-    std::vector<c10::Storage> aliases;
-    aliases.reserve(bases_.size());
-    handed_storages_.clear();
-    handed_storages_.reserve(bases_.size());
     for (size_t k = 0; k < bases_.size(); ++k) {
-      aliases.push_back(make_storage_alias(bases_[k].storage()));
-      handed_storages_.push_back(aliases.back().getWeakStorageImpl());
+      if (aliases_[k]) continue;
+      aliases_[k] = make_storage_alias(bases_[k].storage());
+      for (size_t i : outputs_of_[k]) {
+        const at::Tensor& o = tensors_[i];
+        at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(aliases_[k]), o.key_set(), o.dtype());
+        t.unsafeGetTensorImpl()->set_sizes_and_strides(o.sizes(), o.strides(), o.storage_offset());
+        at::caching::add_cached_tensor(t);
+        cached_[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(t)));
+      }
     }
     py::list out(outputs_.size());
     for (size_t i = 0; i < outputs_.size(); ++i) {
       const int64_t p = plan_[i];
       if (p == kNotTensor) {
         out[i] = outputs_[i];
-        continue;
-      }
-      const at::Tensor& o = tensors_[i];
-      at::Tensor t;
-      if (p == kBorrowed) {
-        t = o.detach();
+      } else if (p == kBorrowed) {
+        out[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(tensors_[i].detach()));
       } else {
-        t = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(aliases[p]), o.key_set(), o.dtype());
-        t.unsafeGetTensorImpl()->set_sizes_and_strides(o.sizes(), o.strides(), o.storage_offset());
-        handed_tensors_[p].emplace_back(t.getIntrusivePtr());
+        out[i] = cached_[i];
       }
-      out[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(t)));
     }
     handed_ = true;
     return out;
@@ -232,8 +296,9 @@ class ReplayPlan {
   std::vector<size_t> writeback_pos_;
   std::vector<int64_t> borrowed_;
   std::vector<int64_t> borrowed_ptrs_;
-  std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> handed_storages_;
-  std::vector<std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>>> handed_tensors_;
+  std::vector<std::vector<size_t>> outputs_of_;  // per storage: the outputs on it
+  std::vector<c10::Storage> aliases_;             // per storage: the alias handed out, if kept
+  std::vector<py::object> cached_;                // per output: the tensor handed out, if kept
   bool handed_ = false;
   int64_t copied_inputs_ = 0;
   int64_t moved_outputs_ = 0;

@@ -5,10 +5,12 @@ outputs of other recorded graphs) are captured at their own address and never co
 a replay is only valid while the caller passes tensors at those same addresses
 (``matches``). All other tensor inputs are copied into placeholders the graph owns.
 
-Outputs are the graph's static outputs, handed out in place as CUDA graph trees do: each
-run hands out new tensor objects over storages of their own that share the graph's memory
-(and keep it alive), so nothing is copied. What the caller holds stays valid until the
-graph replays again; before a replay overwrites that memory, what is still held is
+Outputs are the graph's static outputs, handed out in place as CUDA graph trees do: tensor
+objects over storages of their own that share the graph's memory (and keep it alive), so
+nothing is copied. A replay hands out the objects of the last one again when nobody holds
+them or their memory any more (their autograd state and hooks cleared), and new ones
+otherwise. What the caller holds stays valid until the graph replays again; before a
+replay overwrites that memory, what is still held is
 
 * *invalidated* if it is a user output (or a gradient): any later read of its data raises
   an error naming the output, the graph and the fix, like CUDA's "accessing tensor output
