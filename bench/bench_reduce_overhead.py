@@ -23,8 +23,9 @@ seen while timing (all must be 0). Also:
 * ``memory_allocated`` before and after 1,000 reduce-overhead replays.
 
 * with ``--breakdown``, what a reduce-overhead training step is made of (graph-tree calls,
-  their bare replays, the rest of the step, which is PyTorch's), and a trivial backward
-  on npu (autograd's device thread) against cpu.
+  their bare replays warm and with cold caches, the rest of the step, which is
+  PyTorch's), both training steps with the backward on the calling thread instead of
+  autograd's device thread, and a trivial backward on npu (device thread) against cpu.
 
     python bench/bench_reduce_overhead.py [--blocks N] [--block-steps N] [--json] [--only NAME] [--breakdown]
 """
@@ -276,6 +277,8 @@ def training_breakdown(name: str, make: Callable[[bool], tuple], rounds: int = 1
     rest of the step is PyTorch's and the same with or without graphs (Dynamo's guards,
     AOT autograd's wrappers, the autograd engine and its device thread, the eager loss),
     which bounds the speed-up: ``bound_zero_cost_calls`` is Inductor's step over that rest.
+    Bare replays are timed warm and with cold caches (as inside a step, after PyTorch's
+    share of it); the bounds with calls as cheap as either follow.
     """
     from torch_npu.compiler.graph_trees.tree_manager import GraphFunction
 
@@ -308,21 +311,54 @@ def training_breakdown(name: str, make: Callable[[bool], tuple], rounds: int = 1
     finally:
         GraphFunction._run = run
     call_s = sum(statistics.median(v) for v in calls.values())
-    replay_s = sum(_median(g.graph.replay, 50) for fn in calls for gs in fn._graphs.values() for g in gs[:1])
+    graphs = [g for fn in calls for gs in fn._graphs.values() for g in gs[:1]]
+    replay_s = sum(_median(g.graph.replay, 50) for g in graphs)
+    # Inside a step a replay starts with caches holding PyTorch's share of the step, not
+    # the graph's weights and activations: the same replays after overwriting 8 MiB.
+    evict = torch.ones(2 << 20)
+
+    def cold(g: Any) -> Callable[[], None]:
+        def replay() -> None:
+            evict.add_(1)
+            t0 = time.perf_counter()
+            g.graph.replay()
+            cold_times.append(time.perf_counter() - t0)
+
+        return replay
+
+    cold_replay_s = 0.0
+    for g in graphs:
+        cold_times: list[float] = []
+        _median(cold(g), 50)
+        cold_replay_s += statistics.median(cold_times)
     ind, ro = [], []
     for _ in range(rounds):
         ind.append(_median(steps["inductor"], 10, warmup=1))
         ro.append(_median(steps["reduce-overhead"], 10, warmup=1))
     i, r = statistics.median(ind), statistics.median(ro)
+    # The same steps with the backward run on the calling thread, as it is for cpu
+    # tensors: what autograd's device thread (two cross-thread wake-ups per backward)
+    # costs each variant on this machine.
+    ind_st, ro_st = [], []
+    with torch.autograd.set_multithreading_enabled(False):
+        for _ in range(rounds):
+            ind_st.append(_median(steps["inductor"], 10, warmup=1))
+            ro_st.append(_median(steps["reduce-overhead"], 10, warmup=1))
+    i_st, r_st = statistics.median(ind_st), statistics.median(ro_st)
     rest = r - call_s
     return {
         f"{name}_train_breakdown_inductor_step_us": i * 1e6,
         f"{name}_train_breakdown_reduce_overhead_step_us": r * 1e6,
         f"{name}_train_breakdown_graph_tree_calls_us": call_s * 1e6,
         f"{name}_train_breakdown_bare_replays_us": replay_s * 1e6,
+        f"{name}_train_breakdown_bare_replays_cold_caches_us": cold_replay_s * 1e6,
         f"{name}_train_breakdown_rest_of_step_us": rest * 1e6,
         f"{name}_train_breakdown_bound_zero_cost_calls": i / rest,
         f"{name}_train_breakdown_bound_calls_as_bare_replays": i / (rest + replay_s),
+        f"{name}_train_breakdown_bound_calls_as_cold_bare_replays": i / (rest + cold_replay_s),
+        f"{name}_train_breakdown_backward_on_calling_thread_inductor_step_us": i_st * 1e6,
+        f"{name}_train_breakdown_backward_on_calling_thread_reduce_overhead_step_us": r_st * 1e6,
+        f"{name}_train_breakdown_backward_on_calling_thread_inductor_over_reduce_overhead": i_st / r_st,
     }
 
 
