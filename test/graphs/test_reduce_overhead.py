@@ -219,6 +219,22 @@ def test_graph_with_cpu_tensors_runs_uncaptured_with_one_log_line(caplog):
     assert _manager().stats["records"] == 0
 
 
+def test_graph_with_data_dependent_shapes_runs_uncaptured_naming_them(caplog):
+    def fn(x):
+        return (x[x.nonzero(as_tuple=True)] * 2).sum() + x.sum()
+
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        compiled = torch.compile(fn, mode="reduce-overhead", fullgraph=True)
+        with caplog.at_level(logging.WARNING, logger="torch_npu.compiler.graph_trees"):
+            for values in ([0.0, 1.5, 0.0, -2.0], [3.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 4.0]):
+                x = torch.tensor(values)
+                assert_close_to_cpu(compiled(x.npu()), fn(x))
+    lines = [r.getMessage() for r in caplog.records if "runs uncaptured" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert "data-dependent output shapes" in lines[0] and "cpu tensors" not in lines[0]
+    assert _manager().stats["records"] == 0 and _manager().stats["eager_runs"] == 3
+
+
 def test_graphs_of_other_devices_are_handed_back_to_the_default():
     from torch._inductor import config
 

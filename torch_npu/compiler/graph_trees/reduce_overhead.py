@@ -28,7 +28,9 @@ the graph worked on a copy), and, on a fresh compile, which forward outputs are 
 user's (AOT autograd's metadata; the rest are activations for the backward, handed out as
 aliases of graph memory). Reasons Inductor gives against capture other than "not CUDA"
 (cpu tensors in the graph, several devices, dynamic shapes under
-``cudagraph_skip_dynamic_graphs``) make the graph run uncaptured, with one log line.
+``cudagraph_skip_dynamic_graphs``) make the graph run uncaptured, with one log line, and
+so do data-dependent output shapes (unbacked sizes in the graph), which Inductor reports
+as cpu work.
 
 Installation: the slot is one global value, but a config assignment is per thread (a
 context variable), and Inductor compiles a lazy backward on autograd's device thread; so
@@ -38,6 +40,7 @@ inductor_cudagraph_policy_default``), where every thread sees it.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from torch._inductor.cudagraph_utils import CUDAGraphPolicy
@@ -51,9 +54,31 @@ def _is_npu_graph(output_code: Any) -> bool:
     return DEVICE_TYPE in getattr(output_code, "device_types", ())
 
 
+# In the post-grad graph's annotations: a tensor on cpu ("f32[4][1]cpu"), and an unbacked
+# size ("i64[u0, 1]", "Sym(u0)"), i.e. one read from tensor data (nonzero, boolean masks).
+_CPU_TENSOR = re.compile(r'"\w+\[[^"\]]*\]\[[^"\]]*\]cpu"')
+_UNBACKED_SIZE = re.compile(r"Sym\([^)]*\bu\d+|[\[, ]u\d+[\],]")
+
+
+def _annotations(compiled_graph: Any) -> str:
+    # The graph's code without its comment lines, which quote the user's source.
+    text = getattr(compiled_graph, "inductor_post_grad_graph_str", None) or ""
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+
+
+DATA_DEPENDENT_SHAPES = (
+    "the graph has data-dependent output shapes (sizes read from tensor data, as nonzero or boolean "
+    "indexing produce), which a replay of fixed shapes cannot follow"
+)
+
+
 def capture_blocker(compiled_graph: Any) -> str | None:
     """Why Inductor's compiled npu graph cannot run as one NPU graph, or None."""
     device_types = set(compiled_graph.device_types)
+    annotations = _annotations(compiled_graph)
+    if annotations and _UNBACKED_SIZE.search(annotations) and not _CPU_TENSOR.search(annotations):
+        # Inductor counts the host-side size checks of such graphs as cpu work.
+        return DATA_DEPENDENT_SHAPES
     if "cpu" in device_types:
         reason = compiled_graph.disabled_cudagraphs_reason or ""
         detail = f" ({reason.strip()})" if "cpu device" in reason else ""
