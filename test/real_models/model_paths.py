@@ -3,8 +3,9 @@
 A path is a function of a ``RealModel``. Inference paths compare outputs; training paths
 run 3 optimizer steps and compare the outputs and losses of every step, the gradients of
 the first one, and the parameters and buffers after the last. Graph paths (``npugraphs``,
-``npugraph_ex``) also check that NPU graphs were recorded and replayed with no call run
-eagerly; ``mlir`` paths check that every fused kernel was emitted as MLIR.
+``npugraph_ex``, ``mode="reduce-overhead"``) also check that NPU graphs were recorded and
+replayed with no call run eagerly; ``mlir`` paths check that every fused kernel was
+emitted as MLIR.
 
 ``CELLS`` is the whole matrix; ``CI_CELLS`` the fixed subset the test suite runs (few
 distinct Inductor graphs). ``TORCH_NPU_REAL_MODEL_MATRIX=full`` runs every cell
@@ -202,6 +203,10 @@ PATHS: dict[str, Callable[[RealModel], None]] = {
                                                check=GraphCheck()),
     "npugraphs_training": lambda m: training(m, lambda n: torch.compile(n, backend="npugraphs"),
                                              check=GraphCheck()),
+    "reduce_overhead_inference": lambda m: inference(m, lambda n: torch.compile(n, mode="reduce-overhead"),
+                                                     calls=CALLS, check=GraphCheck()),
+    "reduce_overhead_training": lambda m: training(m, lambda n: torch.compile(n, mode="reduce-overhead"),
+                                                   check=GraphCheck()),
     "npu_training": lambda m: training(m, lambda n: torch.compile(n, backend="npu")),
     "npugraph_ex_inference": lambda m: inference(m, lambda n: torch.compile(n, backend="npugraph_ex"),
                                                  calls=CALLS, check=GraphCheck()),
@@ -219,7 +224,8 @@ def _full_matrix() -> list[tuple[str, str]]:
     cells = []
     for model in MODELS:
         for path in PATHS:
-            if path.startswith("inductor_") and path.endswith("_training") and model not in INDUCTOR_TRAINING_MODELS:
+            compiles_training = path.startswith(("inductor_", "reduce_overhead_")) and path.endswith("_training")
+            if compiles_training and model not in INDUCTOR_TRAINING_MODELS:
                 continue
             cells.append((model, path))
     return cells
@@ -238,11 +244,13 @@ CI_CELLS = [
     ("mobilenet_v3_small", "eager_training"),
     ("mobilenet_v3_small", "npugraphs_inference"),
     ("mobilenet_v3_small", "npugraph_ex_training"),
+    ("mobilenet_v3_small", "reduce_overhead_inference"),
     ("mobilenet_v3_small", "onnx"),
     ("gpt2", "eager_training"),
     ("gpt2", "inductor_default_training"),
     ("gpt2", "inductor_mlir_inference"),
     ("gpt2", "npugraphs_training"),
+    ("gpt2", "reduce_overhead_training"),
     ("gpt2", "export"),
     ("gpt2", "onnx"),
     ("llama", "eager_training"),
@@ -264,6 +272,7 @@ _CPU_INDUCTOR_RESNET18_BACKWARD = (
 TORCH_LIMITS: dict[tuple[str, str], str] = {
     ("resnet18", "inductor_default_training"): _CPU_INDUCTOR_RESNET18_BACKWARD,
     ("resnet18", "inductor_mlir_training"): _CPU_INDUCTOR_RESNET18_BACKWARD,
+    ("resnet18", "reduce_overhead_training"): _CPU_INDUCTOR_RESNET18_BACKWARD,
     ("bert", "onnx"): (
         "torch 2.13's ONNX program of BertForMaskedLM (GatherElements over the expanded "
         "token_type_ids buffer) fails in onnx's ReferenceEvaluator ('cannot reshape array "
