@@ -143,3 +143,18 @@ def test_forwards_without_a_backward_do_not_keep_their_saved_tensors():
         del out
     assert _manager().stats["replays"] >= 4
     assert _moved_outputs() == 0
+
+
+def test_forwards_without_a_backward_replay_without_mark_step_begin():
+    # Without mark_step_begin, activations still saved for a backward make the trees record
+    # a sibling instead of overwriting them: a dropped output's history must not count.
+    cpu_model, npu_model = _pair(2)
+    compiled = torch.compile(npu_model, mode="reduce-overhead")
+    x = torch.randn(4, 8)
+    for _ in range(8):
+        out = compiled(x.npu())
+        assert_close_to_cpu(out, cpu_model(x))
+        del out
+    stats = _manager().stats
+    assert stats["records"] == 1 and stats["replays"] == 6, stats
+    assert _moved_outputs() == 0

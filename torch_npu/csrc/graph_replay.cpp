@@ -110,9 +110,7 @@ class ReplayPlan {
   void release(bool move_all, const std::vector<std::string>* messages) {
     if (!handed_) return;
     handed_ = false;
-    for (size_t i = 0; i < cached_.size(); ++i) {
-      if (cached_[i] && Py_REFCNT(cached_[i].ptr()) == 1) scrub(cached_[i].ptr());
-    }
+    scrub_unheld();
     for (size_t k = 0; k < aliases_.size(); ++k) {
       if (!held(k)) continue;
       if (saved_[k] || move_all) move_tensors(k);
@@ -162,15 +160,19 @@ class ReplayPlan {
     return true;
   }
 
-  bool any_alive() const {
+  // Both ask after scrubbing: a dropped forward output must not keep the tensors that
+  // run saved looking held (the tree would record a sibling instead of replaying).
+  bool any_alive() {
     if (!handed_) return false;
+    scrub_unheld();
     for (size_t k = 0; k < aliases_.size(); ++k)
       if (held(k)) return true;
     return false;
   }
 
-  bool any_saved_alive() const {
+  bool any_saved_alive() {
     if (!handed_) return false;
+    scrub_unheld();
     for (size_t k = 0; k < aliases_.size(); ++k)
       if (saved_[k] && held(k)) return true;
     return false;
@@ -221,12 +223,19 @@ class ReplayPlan {
   }
 
   // A kept tensor handed out again must look new: no autograd history, grad, hooks or
-  // requires_grad left from the run that handed it out before.
+  // requires_grad left from the run that handed it out before. Done as soon as nobody
+  // holds it: its history may be all that keeps tensors saved for a backward alive.
   static void scrub(PyObject* obj) {
     auto* var = reinterpret_cast<THPVariable*>(obj);
     var->cdata.unsafeGetTensorImpl()->set_autograd_meta(nullptr);
     Py_CLEAR(var->backward_hooks);
     Py_CLEAR(var->post_accumulate_grad_hooks);
+  }
+
+  void scrub_unheld() {
+    for (auto& obj : cached_) {
+      if (obj && Py_REFCNT(obj.ptr()) == 1) scrub(obj.ptr());
+    }
   }
 
   // Moves the kept tensors of storage k that somebody holds to fresh memory. set_data
