@@ -158,3 +158,19 @@ def test_forwards_without_a_backward_replay_without_mark_step_begin():
     stats = _manager().stats
     assert stats["records"] == 1 and stats["replays"] == 6, stats
     assert _moved_outputs() == 0
+
+
+def test_an_output_changed_in_place_by_its_last_holder_is_not_handed_out_again():
+    compiled = _warmed(lambda x: x * 2 + 1, torch.randn(2, 3, device="npu"))
+    x = torch.randn(2, 3)
+    for change in (lambda t: t.t_(), lambda t: t.unsqueeze_(0), lambda t: t.resize_(4),
+                   lambda t: t.set_(torch.zeros(6, device="npu"))):
+        out = compiled(x.npu())
+        change(out)
+        last = weakref.ref(out)
+        del out
+        out = compiled(x.npu())
+        assert out.shape == (2, 3) and out.stride() == (3, 1)
+        assert last() is not out
+        assert_close_to_cpu(out, x * 2 + 1)
+        del out

@@ -264,8 +264,24 @@ class ReplayPlan {
     for (size_t k = 0; k < aliases_.size(); ++k) drop(k);
   }
 
+  // False if a kept tensor no longer describes its output: changed in place by its last
+  // holder (t_(), resize_() within the memory, set_(), .data = ...).
+  bool intact(size_t k) const {
+    for (size_t i : outputs_of_[k]) {
+      const at::Tensor& t = reinterpret_cast<THPVariable*>(cached_[i].ptr())->cdata;
+      const at::Tensor& o = tensors_[i];
+      if (!t.has_storage() || t.storage().unsafeGetStorageImpl() != aliases_[k].unsafeGetStorageImpl() ||
+          t.dtype() != o.dtype() || t.sizes() != o.sizes() || t.strides() != o.strides() ||
+          t.storage_offset() != o.storage_offset()) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   py::list hand_out() {
     for (size_t k = 0; k < bases_.size(); ++k) {
+      if (aliases_[k] && !intact(k)) drop(k);  // nobody holds them: new ones, no error
       if (aliases_[k]) continue;
       aliases_[k] = make_storage_alias(bases_[k].storage());
       for (size_t i : outputs_of_[k]) {
