@@ -226,14 +226,6 @@ class RecordedGraph:
         """True if every borrowed input is passed at the address it was captured at."""
         return self.plan.matches(args)
 
-    def has_live_outputs(self) -> bool:
-        """True if anything the last run handed out is still referenced."""
-        return self.plan.any_alive()
-
-    def has_live_saved(self) -> bool:
-        """True if tensors saved for a backward by the last run are still referenced."""
-        return self.plan.any_saved_alive()
-
     @property
     def copies(self) -> dict[str, int]:
         """Inputs copied into placeholders, and held outputs moved off graph memory, so far."""

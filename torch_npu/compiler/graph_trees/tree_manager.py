@@ -76,10 +76,10 @@ class CompilationMode(enum.Enum):
 
 
 def _signature(args: list[Any], indices: list[int]) -> Any:
+    """The input signature of ``args`` at ``indices``: one C++ call returning bytes in the
+    usual case (tensors, ints, floats, bools, None), a tuple built here otherwise."""
     # Only the inputs at `indices`: static inputs (parameters, buffers) are left out, since
-    # Dynamo guards their metadata and RecordedGraph.matches checks their addresses; this
-    # runs on every call, so the usual case (tensors, ints, floats, bools, None) is one C++
-    # call that returns the key as bytes.
+    # Dynamo guards their metadata and the recorded graphs check their addresses.
     key = _C._graph_input_signature(args, indices)
     if key is not None:
         return key
@@ -295,9 +295,7 @@ class GraphFunction:
             if self._signature_len != len(args):
                 self._signature_len = len(args)
                 self._signature_idxs = [i for i in range(len(args)) if i not in self.static_input_idxs]
-            key = _C._graph_input_signature(args, self._signature_idxs)
-            if key is None:
-                key = _signature(args, self._signature_idxs)
+            key = _signature(args, self._signature_idxs)
             graphs = self._graphs.get(key)
             if graphs is None:
                 # Warm-up: one eager run per signature, so one-time work (lazy
