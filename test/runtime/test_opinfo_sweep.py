@@ -1,14 +1,16 @@
-"""A fixed sample of the OpInfo conformance sweep (bench/opinfo_sweep.py runs all of
-op_db): each operator in a forked child, npu against cpu, float32 forward and backward and
-float16/bfloat16/int64/complex64/bool; no crash and every sample agreeing."""
+"""A fixed sample of the OpInfo conformance sweep (``opinfo_harness.py``; bench/opinfo_sweep.py
+runs all of op_db): each operator in a forked child, npu against cpu, float32 forward and
+backward and float16/bfloat16/int64/complex64/bool; no crash and every sample agreeing.
+Samples whose cpu reference is itself unsound on this CPU are reported, not counted."""
 from __future__ import annotations
 
 import json
 import pathlib
 import subprocess
 import sys
+import warnings
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+HERE = pathlib.Path(__file__).resolve().parent
 
 # The operators that crashed or disagreed before, and a spread of every family.
 SAMPLE = [
@@ -26,7 +28,7 @@ SAMPLE = [
 def test_opinfo_sample_agrees_without_crash(tmp_path):
     out = tmp_path / "sweep.json"
     result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "opinfo_sweep.py"), "--ops", ",".join(SAMPLE),
+        [sys.executable, str(HERE / "opinfo_harness.py"), "--ops", ",".join(SAMPLE),
          "--timeout", "240", "--json", str(out), "--list-disagreements"],
         capture_output=True, text=True, timeout=1500,
     )
@@ -36,3 +38,6 @@ def test_opinfo_sample_agrees_without_crash(tmp_path):
     assert summary["crashes"] == 0, result.stdout
     assert summary["all"]["samples"] > 1000
     assert summary["all"]["disagree"] == 0, result.stdout[-4000:]
+    if summary["cpu_reference_unreliable"]:
+        # Not npu's fault, but shown in the run's warnings: which samples, and on which CPU.
+        warnings.warn(result.stdout[result.stdout.index("cpu reference unreliable"):], stacklevel=1)
