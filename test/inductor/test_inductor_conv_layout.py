@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-torch_npu = pytest.importorskip("torch_npu")
+import torch_npu  # noqa: E402  (a missing package is a failure, not a skip)
 
 from inductor_models import SmallCNN, assert_forward_backward_matches_cpu  # noqa: E402
 

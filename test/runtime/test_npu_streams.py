@@ -118,11 +118,25 @@ def test_generic_torch_event_and_stream_apis():
 
 
 def test_record_stream():
+    # The host has run every kernel before a free, so a block used on another stream is
+    # free again at once (CUDA would hold it until the stream's work is done): the next
+    # request of that size gets the same memory, and no free is left pending.
     s = torch.npu.Stream()
+    torch.npu.synchronize()
+    baseline = torch.npu.memory_allocated()
+    active_blocks = torch.npu.memory_stats().get("active.all.current", 0)
     x = torch.empty(1024, device="npu")
+    address = x.data_ptr()
+    with torch.npu.stream(s):
+        x.add_(1)
     x.record_stream(s)
     del x
-    torch.npu.synchronize()
+    assert torch.npu.memory_allocated() == baseline
+    assert torch.npu.memory_stats().get("active.all.current", 0) == active_blocks
+    y = torch.empty(1024, device="npu")
+    assert y.data_ptr() == address
+    with pytest.raises((TypeError, RuntimeError)):
+        y.record_stream("not a stream")
 
 
 def test_elapsed_time_needs_timing():
@@ -154,10 +168,18 @@ def test_stream_api_rejects_non_npu_streams():
 
 
 def test_synchronize_forms(two_devices):
-    torch.npu.synchronize()
-    torch.npu.synchronize(1)
-    torch.npu.synchronize("npu:0")
-    torch.npu.synchronize(torch.device("npu", 1))
+    # Each form waits for the device it names and leaves the current device as it was.
+    torch.npu.set_device(0)
+    named_device = {None: 0, 1: 1, "npu:0": 0, "npu:1": 1, torch.device("npu", 1): 1, torch.device("npu"): 0}
+    for form, device in named_device.items():
+        stream = torch.npu.Stream(device=device)
+        event = torch.npu.Event()
+        event.record(stream)
+        torch.npu.synchronize() if form is None else torch.npu.synchronize(form)
+        assert event.query()
+        assert torch.npu.current_device() == 0
+    with pytest.raises((RuntimeError, ValueError)):
+        torch.npu.synchronize(torch.npu.device_count())
 
 
 def test_mixed_npu_and_generic_events_and_streams():
