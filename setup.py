@@ -23,6 +23,18 @@ except ImportError as exc:  # pragma: no cover - only hit on a misconfigured ins
 os.environ.setdefault("MAX_JOBS", str(os.cpu_count() or 2))
 
 here = os.path.dirname(os.path.abspath(__file__))
+# Object files live here between builds. pip's editable install hands build_ext a fresh
+# temporary build directory each time (setup.cfg's build_temp is not consulted then), which
+# would recompile the whole runtime on every `pip install -e .`; ninja rebuilds only what
+# changed when the objects stay in one place.
+OBJECT_DIR = os.path.join(here, "build", "extension_objects")
+
+
+class BuildExtensionKeepingObjects(BuildExtension.with_options(use_ninja=True)):
+    def finalize_options(self):
+        super().finalize_options()
+        self.build_temp = OBJECT_DIR
+
 sources = sorted(glob.glob(os.path.join("torch_npu", "csrc", "*.cpp")))
 
 setup(
@@ -65,7 +77,7 @@ setup(
             include_dirs=[os.path.join(os.path.dirname(torch.__file__), "include", "kineto")],
         )
     ],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    cmdclass={"build_ext": BuildExtensionKeepingObjects},
     entry_points={
         "torch.backends": ["torch_npu = torch_npu:_autoload"],
         "torch_dynamo_backends": [
