@@ -286,7 +286,9 @@ def is_enabled() -> bool:
     return bool(_C._sanitizer_enabled())
 
 def check() -> None:
-    """Raise the findings not raised yet (frees are reported by the next npu work)."""
+    """Raise the findings not raised yet. Every current check raises in the npu work that
+    races (a free in use is reported by the work that uses the memory again), so this only
+    matters for findings a future check cannot raise where it finds them."""
     _C._sanitizer_check()
 
 def record_kernel(
