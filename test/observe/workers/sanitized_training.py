@@ -1,9 +1,9 @@
 """Stock DDP (plain, and with a comm hook) and FSDP2 training steps on npu over hccl under the
 npu stream sanitizer, on each rank: correct PyTorch code must report nothing, and the
-trained weights must equal the same run without the sanitizer."""
+trained weights must equal the same run without the sanitizer. A collective finished
+through its Future (wait(), then()) orders the waiting stream; read before, it races.
+The launcher sets TORCH_NPU_SANITIZER=1, so the sanitizer sees the streams from the start."""
 from __future__ import annotations
-
-import traceback
 
 import torch
 import torch.distributed as dist
@@ -17,7 +17,7 @@ from harness import local_rank, report, use_local_npu
 device = use_local_npu()
 import torch.npu._sanitizer as san  # noqa: E402
 
-dist.init_process_group("cpu:gloo,npu:hccl")
+dist.init_process_group("hccl")
 rank, world = dist.get_rank(), dist.get_world_size()
 STEPS = 3
 
