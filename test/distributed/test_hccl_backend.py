@@ -37,12 +37,14 @@ def test_every_collective_equals_gloo_on_cpu(nproc):
         assert expected <= set(r["checked"]), expected - set(r["checked"])
 
 
-def test_edge_cases_of_dtypes_sizes_and_peers():
+@pytest.mark.parametrize("nproc", world_sizes())
+def test_edge_cases_of_dtypes_sizes_and_peers(nproc):
     # float8 and uint16/32/64 move as bytes; their reductions raise a clear first line; an
     # uneven all_to_all works; recv/send with the own rank is an argument error; the group
     # stays usable after every refused call; an all_reduce captured in an NPU graph is
     # issued again by each replay.
-    results = _check(torchrun("edge_cases.py", timeout=180))
+    launch = torchrun("edge_cases.py", nproc=nproc, timeout=240, env={"TORCH_NPU_DEVICE_COUNT": str(nproc)})
+    results = _check(launch, nproc)
     for r in results:
         for dtype in ("float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64"):
             for op in ("broadcast", "all_gather", "all_to_all_single", "all_to_all", "scatter"):
