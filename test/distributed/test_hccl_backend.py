@@ -37,6 +37,25 @@ def test_every_collective_equals_gloo_on_cpu(nproc):
         assert expected <= set(r["checked"]), expected - set(r["checked"])
 
 
+@pytest.mark.parametrize("nproc", world_sizes())
+def test_edge_cases_of_dtypes_sizes_and_peers(nproc):
+    # float8 and uint16/32/64 move as bytes; their reductions raise a clear first line; an
+    # uneven all_to_all works; recv/send with the own rank is an argument error; the group
+    # stays usable after every refused call; an all_reduce captured in an NPU graph is
+    # issued again by each replay.
+    launch = torchrun("edge_cases.py", nproc=nproc, timeout=240, env={"TORCH_NPU_DEVICE_COUNT": str(nproc)})
+    results = _check(launch, nproc)
+    for r in results:
+        for dtype in ("float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64"):
+            for op in ("broadcast", "all_gather", "all_to_all_single", "all_to_all", "scatter"):
+                assert f"{op} torch.{dtype}" in r["checked"], (op, dtype)
+        assert {"all_to_all uneven sizes", "recv from own rank refused", "all_reduce torch.float8_e5m2 refused",
+                "all_reduce torch.uint32 refused"} <= set(r["checked"])
+    assert "send/recv torch.float8_e4m3fn" in results[1]["checked"] and "gather torch.uint64" in results[0]["checked"]
+    for r in results:  # an all_reduce captured in an NPU graph runs again at each replay
+        assert {f"graph replay {step} equals eager all_reduce" for step in range(3)} <= set(r["checked"])
+
+
 def test_import_torch_npu_registers_hccl_without_loading_the_backend():
     out = run_python(
         """

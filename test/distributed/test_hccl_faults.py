@@ -81,10 +81,32 @@ def test_a_dead_rank_is_named_quickly(scenario, code):
     assert seen["raised"] == "DistBackendError"
     assert seen["seconds"] < 10, seen["seconds"]  # far inside the 60 s timeout
     assert "rank 1 (pid" in seen["message"] and "has exited" in seen["message"]
+    assert "it died" in seen["message"].splitlines()[0]  # not "left the group"
     assert "all_reduce SUM float32[" in seen["message"]
     if scenario == "death":
         after = seen["after"]
         assert after["raised"] == "DistBackendError" and "no longer usable" in after["message"]
+
+
+def test_a_rank_ending_on_an_exception_is_named_as_such():
+    launch = _faults("exception", TEST_TIMEOUT_S="60")
+    assert launch.codes[0] == 0 and launch.codes[1] == 1, launch.explain()
+    seen = launch.result(0)
+    assert seen["raised"] == "DistBackendError" and seen["seconds"] < 10, seen
+    first = seen["message"].splitlines()[0]
+    assert "rank 1 (pid" in first and "exited without destroy_process_group" in first, first
+    assert "left the group" not in seen["message"]
+
+
+def test_ranks_disagreeing_on_the_shared_board_fail_at_once():
+    launch = _faults("board_disagreement", TEST_TIMEOUT_S="60", HCCL_CONNECT_TIMEOUT="60")
+    assert launch.codes == [0, 0], launch.explain()
+    for rank in (0, 1):
+        seen = launch.result(rank)
+        assert seen["raised"] == "DistBackendError", seen
+        assert seen["seconds"] < 15, seen["seconds"]  # not the 60 s connect timeout
+        first = seen["message"].splitlines()[0]
+        assert "disagree on TORCH_HCCL_SHARED_BOARD" in first and "rank 1: '0'" in first, first
 
 
 def test_timeout_values_follow_the_environment_unless_given():

@@ -109,7 +109,7 @@ def test_free_while_another_stream_uses_it(sanitizer):
     del y
 
 
-def test_free_on_another_thread_is_raised_by_check(sanitizer):
+def test_free_on_another_thread_is_reported_where_the_memory_is_used_again(sanitizer):
     import threading
 
     side = torch.npu.Stream()
@@ -120,10 +120,51 @@ def test_free_on_another_thread_is_raised_by_check(sanitizer):
     freer = threading.Thread(target=box.clear)
     freer.start()
     freer.join()
+    sanitizer.check()  # nothing yet: the memory was not handed out again
     with pytest.raises(sanitizer.NPUSanitizerErrors) as excinfo:
-        sanitizer.check()  # or the next npu work, on any thread
-    assert isinstance(_single_error(excinfo), sanitizer.FreedWhileInUseError)
-    sanitizer.check()  # raised once
+        torch.zeros(8, device="npu")  # allocated on the default stream, written there
+    error = _single_error(excinfo)
+    assert isinstance(error, sanitizer.FreedWhileInUseError)
+    assert error.reuse.operator == "aten::zero_" and "stream 0" in error.reuse.stream
+    assert f"stream {side.stream_id}" in error.last_use.stream
+    torch.zeros(8, device="npu")  # reported once
+
+
+def test_free_is_fine_when_the_allocation_stream_waits_before_allocating_again(sanitizer):
+    # FSDP2's reduce-scatter outputs: allocated on a side stream, used on the default stream
+    # (the optimizer), freed there (zero_grad); the side stream waits for the default
+    # stream before it allocates again.
+    side = torch.npu.Stream()
+    side.wait_stream(torch.npu.current_stream())
+    with torch.npu.stream(side):
+        grad = torch.ones(64, device="npu")
+    torch.npu.current_stream().wait_stream(side)
+    (grad * 2).sum()  # used on the default stream
+    del grad
+    side.wait_stream(torch.npu.current_stream())
+    with torch.npu.stream(side):
+        torch.ones(64, device="npu").add_(1)
+    sanitizer.check()
+
+
+def test_tensors_allocated_in_backward_name_their_node_and_forward_stack(sanitizer):
+    x = torch.randn(8, 8, device="npu", requires_grad=True)
+    y = x * 2  # forward of the node whose backward allocates x's gradient
+    y.sum().backward()
+    grad = x.grad
+    side = torch.npu.Stream()
+    side.wait_stream(torch.npu.current_stream())
+    with torch.npu.stream(side):
+        grad.add_(1)
+    with pytest.raises(sanitizer.NPUSanitizerErrors) as excinfo:
+        grad.sum()
+    error = _single_error(excinfo)
+    assert error.allocation_backward_node == "MulBackward0"
+    name, line = _lines(error.allocation_stack_trace)[-1]
+    assert name == "test_tensors_allocated_in_backward_name_their_node_and_forward_stack"
+    assert "y = x * 2" in error.allocation_stack_trace[-1].line
+    assert "allocated in backward by the autograd engine running MulBackward0" in str(error)
+    assert "allocated before the sanitizer was enabled" not in str(error)
 
 
 def test_correct_multi_stream_code_reports_nothing(sanitizer):

@@ -32,3 +32,23 @@ def test_collectives_are_checked_on_their_stream_and_profiled():
             "previous": "hccl:all_gather_into_tensor", "previous_stream": f"npu:{rank} collective stream (hccl)"}
         assert r["gathered"] == 32.0  # the gather of the ones ran once the race was reported
         assert r["profiled"] == [["hccl:all_reduce", 0x7FFF0000]]
+
+
+def test_stock_ddp_comm_hook_and_fsdp2_training_report_nothing():
+    # DDP's reducer and comm hooks wait through the work's Future (wait(), then()): the
+    # Future orders the waiting stream after the collective. FSDP2 frees reduce-scatter
+    # outputs (the gradients) in zero_grad() on the default stream, and its reduce-scatter
+    # stream waits for the current stream before allocating again: no race.
+    launch = torchrun(os.path.join(HERE, "workers", "sanitized_training.py"), timeout=240,
+                      env={"TORCH_NPU_SANITIZER": "1", "TORCH_NPU_MEMORY_CAPACITY_MB": "1024"})
+    assert launch.returncode == 0, launch.explain()
+    for rank in (0, 1):
+        r = launch.result(rank)
+        assert set(r) == {"ddp", "ddp_allreduce_hook", "fsdp2", "fsdp2_mixed", "future_then"}, sorted(r)
+        for case, seen in r.items():
+            if case == "future_then":
+                continue
+            assert seen == {"errors": [], "equal": True}, (case, seen["errors"][:1])
+        # Waiting for the Future orders the stream; reading before it does not.
+        assert r["future_then"] == {"waited": None, "then": None, "not_waited": "UnsynchronizedAccessError",
+                                    "then_value": 3.0}

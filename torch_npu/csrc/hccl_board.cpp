@@ -433,7 +433,7 @@ Board::~Board() {
   if (base_ != nullptr) {
     SlotHeader* me = slot(rank_);
     int32_t st = me->status.load();
-    if (st == kActive) me->status.store(kLeft);
+    if (st == kActive) me->status.store(kExited);
     bump();
     munmap(base_, bytes_);
   }
@@ -513,8 +513,15 @@ std::string Board::first_gone_peer(const std::vector<int>& ranks) const {
     if (r == rank_) return "";
     PeerFacts f = facts(r);
     if (f.status == kLeft) return c10::str("rank ", r, " (pid ", f.pid, ") left the group (destroy_process_group)");
+    if (f.status == kExited) {
+      return c10::str("rank ", r, " (pid ", f.pid, ") has exited without destroy_process_group (its process "
+                      "ended, e.g. on an uncaught exception: see that rank's output)");
+    }
     if (f.status == kFailed) return c10::str("rank ", r, " (pid ", f.pid, ") gave up on the group: ", f.failure);
-    if (f.status == kActive && !f.alive) return c10::str("rank ", r, " (pid ", f.pid, ") has exited");
+    if (f.status == kActive && !f.alive) {
+      return c10::str("rank ", r, " (pid ", f.pid, ") has exited without leaving the group: it died (killed by a "
+                      "signal, crashed, or os._exit)");
+    }
     return "";
   };
   if (ranks.empty()) {
@@ -657,7 +664,7 @@ std::string Board::await_peers(uint64_t seq, std::chrono::milliseconds timeout, 
     const Entry& theirs = ring(r)[seq % kRing];
     bool done_with_it = theirs.seq.load() == seq &&
                         theirs.state.load() == static_cast<uint8_t>(EntryState::kCompleted);
-    if ((st == kFailed || st == kLeft) && !done_with_it) {
+    if ((st == kFailed || st == kLeft || st == kExited) && !done_with_it) {
       std::string head = c10::str("hccl ", describe(mine), " (#", seq, " on group '", group_, "') cannot complete: ",
                                   first_gone_peer({r}));
       throw_dist_error(report(head, seq));
@@ -707,6 +714,12 @@ Board::SendCheck Board::check_send(int src, uint64_t n, const Signature& mine, s
 void Board::leave() {
   SlotHeader* me = slot(rank_);
   if (me->status.load() == kActive) me->status.store(kLeft);
+  bump();
+}
+
+void Board::exit_without_destroy() {
+  SlotHeader* me = slot(rank_);
+  if (me->status.load() == kActive) me->status.store(kExited);
   bump();
 }
 
@@ -772,9 +785,10 @@ std::string Board::report(const std::string& headline, uint64_t focus_seq) const
       o << "never joined\n";
       continue;
     }
-    if (f.status == kLeft) o << "left the group; ";
+    if (f.status == kLeft) o << "left the group (destroy_process_group); ";
+    if (f.status == kExited) o << "EXITED without destroy_process_group; ";
     if (f.status == kFailed) o << "gave up on the group (" << f.failure << "); ";
-    if (f.status == kActive && !f.alive) o << "PROCESS EXITED; ";
+    if (f.status == kActive && !f.alive) o << "PROCESS DIED; ";
     SlotHeader* s = slot(r);
     int64_t since = s->waiting_since_ns.load();
     if (since != 0) o << "waiting for peers in #" << s->waiting_seq.load() << " for " << seconds_text(now - since) << "; ";
@@ -813,9 +827,9 @@ std::vector<Board::RankView> Board::snapshot() const {
     v.pid = v.visible ? s->pid.load() : -1;
     PeerFacts f = facts(r);
     v.alive = v.visible ? f.alive : true;
-    static const char* kStatus[] = {"not joined", "active", "left", "failed"};
-    v.status = v.visible ? kStatus[std::clamp(f.status, 0, 3)] : "unknown";
-    if (v.visible && f.status == kActive && !f.alive) v.status = "exited";
+    static const char* kStatus[] = {"not joined", "active", "left", "failed", "exited"};
+    v.status = v.visible ? kStatus[std::clamp(f.status, 0, 4)] : "unknown";
+    if (v.visible && f.status == kActive && !f.alive) v.status = "died";
     v.posted = v.visible ? f.posted : 0;
     int64_t since = v.visible ? s->waiting_since_ns.load() : 0;
     v.waiting_s = since != 0 ? (now - since) / 1e9 : -1.0;

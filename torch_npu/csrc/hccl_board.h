@@ -101,7 +101,9 @@ struct PeerFacts {
   std::string failure;
 };
 
-enum SlotStatus : int32_t { kNotJoined = 0, kActive = 1, kLeft = 2, kFailed = 3 };
+// kLeft: destroy_process_group (or abort); kExited: the group went away with its process
+// without that (an uncaught exception, sys.exit); a rank that dies stays kActive.
+enum SlotStatus : int32_t { kNotJoined = 0, kActive = 1, kLeft = 2, kFailed = 3, kExited = 4 };
 
 class Board {
  public:
@@ -156,6 +158,7 @@ class Board {
 
   // ---- state of the ranks -------------------------------------------------------
   void leave();                           // destroy_process_group: this rank is gone
+  void exit_without_destroy();            // the group is destroyed without destroy_process_group
   void fail(const std::string& reason);   // this rank gave up on the group
   // The first peer (other than this rank) that has left, failed or died, among `ranks`
   // (all peers when empty), described in a sentence; empty if none.

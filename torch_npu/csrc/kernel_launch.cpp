@@ -7,6 +7,8 @@
 // the profiler the name, stream and times; the sanitizer the streams and accesses.
 #include "npu_observe.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
 #include <sstream>
 #include <unordered_map>
 
@@ -217,6 +219,29 @@ void collective_waited(const void* work) {
     device = it->second.device;
   }
   on_event_wait(work, current_stream(device));
+}
+
+namespace {
+thread_local const void* tls_completing_work = nullptr;
+}  // namespace
+
+const void* completing_collective() { return tls_completing_work; }
+
+CollectiveCompletion::CollectiveCompletion(const void* work, const std::vector<c10::Device>& devices)
+    : previous_work_(tls_completing_work) {
+  if (devices.empty()) return;
+  previous_device_ = current_device();
+  if (previous_device_ != devices.front().index()) set_current_device(devices.front().index());
+  const auto* guard = c10::impl::getDeviceGuardImpl(kNpu);
+  for (const auto& d : devices) previous_streams_.push_back(guard->exchangeStream(collective_stream(d.index())));
+  tls_completing_work = work;
+}
+
+CollectiveCompletion::~CollectiveCompletion() {
+  tls_completing_work = previous_work_;
+  const auto* guard = c10::impl::getDeviceGuardImpl(kNpu);
+  for (auto it = previous_streams_.rbegin(); it != previous_streams_.rend(); ++it) guard->exchangeStream(*it);
+  if (previous_device_ >= 0 && previous_device_ != current_device()) set_current_device(previous_device_);
 }
 
 void collective_destroyed(const void* work) {

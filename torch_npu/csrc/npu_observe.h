@@ -115,6 +115,27 @@ void collective_completed(const void* work);
 void collective_waited(const void* work);
 void collective_destroyed(const void* work);
 
+// The scope in which a collective's work completes its Future. The current stream of
+// each of `devices` is its collective stream meanwhile, so the events the Future records
+// there order whoever waits for it (Future::wait(), then() callbacks, DDP's reducer and
+// comm hooks) after the collective, as NCCL's stream-aware futures do; for the
+// sanitizer such an event stands for the point where `work` was issued on that stream,
+// not for later collectives issued there since.
+class CollectiveCompletion {
+ public:
+  CollectiveCompletion(const void* work, const std::vector<c10::Device>& devices);
+  ~CollectiveCompletion();
+  CollectiveCompletion(const CollectiveCompletion&) = delete;
+  CollectiveCompletion& operator=(const CollectiveCompletion&) = delete;
+
+ private:
+  std::vector<c10::Stream> previous_streams_;
+  c10::DeviceIndex previous_device_ = -1;
+  const void* previous_work_;
+};
+// The work whose Future completes on this thread (see CollectiveCompletion), or null.
+const void* completing_collective();
+
 // ---- allocator (the allocator reports to the memory profiler itself) ---------------
 void on_block_allocated(void* ptr, size_t size, c10::DeviceIndex device);
 // `pool` is the block's memory pool (0: the general cache, else an NPU graph's).

@@ -28,6 +28,17 @@ std::string what_of(const std::exception& e) {
   return e.what();
 }
 
+// The message of an error without the C++ stack a c10::Error carries.
+std::string what_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return what_of(e);
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
 void check_npu(const at::Tensor& t, Op op, const char* role) {
   TORCH_CHECK(t.defined(), "hccl ", op_name(op), ": an undefined ", role, " tensor was passed");
   TORCH_CHECK(t.device().type() == kNpu, "hccl ", op_name(op), ": expected npu tensors, but the ", role,
@@ -70,6 +81,56 @@ std::vector<std::vector<at::Tensor>> host_views(const std::vector<std::vector<at
   out.reserve(ls.size());
   for (const auto& l : ls) out.push_back(host_views(l));
   return out;
+}
+
+// The dtypes the transport (Gloo) handles itself. A data-movement collective of any other
+// dtype (float8, uint16/32/64, int16) moves the tensor's bytes, as NCCL does; reductions of
+// them are refused before anything is posted (reduction_dtype_check).
+bool transport_has_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16: case at::kChar: case at::kByte:
+    case at::kBool: case at::kInt: case at::kLong: case at::kComplexFloat: case at::kComplexDouble:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// host_view() for a collective that only moves data: bytes when the transport lacks the
+// dtype, keeping the leading dimensions (all_to_all splits count rows of dimension 0).
+at::Tensor moved_view(const at::Tensor& t) {
+  at::Tensor h = host_view(t);
+  if (transport_has_dtype(h.scalar_type())) return h;
+  if (h.dim() == 0) h = h.reshape({1});
+  return h.view(at::kByte);
+}
+
+std::vector<at::Tensor> moved_views(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> out;
+  out.reserve(ts.size());
+  for (const auto& t : ts) out.push_back(moved_view(t));
+  return out;
+}
+
+std::vector<std::vector<at::Tensor>> moved_views(const std::vector<std::vector<at::Tensor>>& ls) {
+  std::vector<std::vector<at::Tensor>> out;
+  out.reserve(ls.size());
+  for (const auto& l : ls) out.push_back(moved_views(l));
+  return out;
+}
+
+void reduction_dtype_check(const std::vector<at::Tensor>& ts, Op op) {
+  for (const auto& t : ts) {
+    const auto type = t.scalar_type();
+    const std::string dtype = "torch." + std::string(c10::getDtypeNames(type).first);
+    // ProcessGroupNCCL's wording, so that code matching on it behaves the same.
+    TORCH_CHECK(!at::isFloat8Type(type), "Float8 dtypes are not currenlty supported for HCCL reductions (hccl ",
+                op_name(op), " of a ", dtype, " tensor); data-movement collectives (broadcast, all_gather, "
+                "all_to_all, scatter, gather, send/recv) of float8 tensors are supported");
+    TORCH_CHECK(transport_has_dtype(type), "hccl ", op_name(op), ": reductions of ", dtype, " tensors are not "
+                "supported on this backend (it reduces float32, float64, float16, bfloat16, int8, uint8, int32, "
+                "int64, bool and complex tensors); cast the tensor first. Data-movement collectives take any dtype");
+  }
 }
 
 std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& ls) {
@@ -216,7 +277,10 @@ void WorkHCCL::complete() {
     done_ = true;
   }
   if (!point_to_point_) state_->board->set_state(seq_, EntryState::kCompleted);
-  future_->markCompleted(c10::IValue(outputs_));
+  {
+    observe::CollectiveCompletion on_collective_stream(this, devices_of(outputs_));
+    future_->markCompleted(c10::IValue(outputs_));
+  }
   done_cv_.notify_all();
 }
 
@@ -265,7 +329,8 @@ std::exception_ptr WorkHCCL::diagnose(const std::string& transport_error) const 
     head = c10::str(what, " timed out after ", secs, " on rank ", state_->rank,
                     ": every rank arrived, and the transport did not complete");
   } else {
-    head = c10::str(what, " failed on rank ", state_->rank);
+    // The cause in the first line; the full transport error follows the report.
+    head = c10::str(what, " failed on rank ", state_->rank, ": ", transport_error.substr(0, transport_error.find('\n')));
   }
   std::string msg = board.report(head, point_to_point_ ? 0 : seq_);
   msg += c10::str("\nTransport error: ", transport_error);
@@ -381,7 +446,9 @@ void keep_failed_transport(c10::intrusive_ptr<c10d::Backend> transport) {
 
 ProcessGroupHCCL::~ProcessGroupHCCL() {
   stop_receives();
-  state_->board->leave();
+  // After shutdown() (destroy_process_group) the rank has left already; otherwise the group
+  // goes away with the process (an uncaught exception, sys.exit): peers are told so.
+  state_->board->exit_without_destroy();
   if (state_->broken.load()) keep_failed_transport(std::move(transport_));
 }
 
@@ -537,7 +604,6 @@ void ProcessGroupHCCL::check_usable(Op op) const {
                               "': the group is no longer usable after an earlier failure (", first_line,
                               "). Call torch.distributed.destroy_process_group() and init_process_group() again"));
   }
-  check_not_capturing(c10::str("an hccl ", op_name(op), " (collectives are not captured into npu graphs)").c_str());
 }
 
 std::string ProcessGroupHCCL::remote_check(uint64_t seq, const Signature& sig, std::chrono::milliseconds timeout) {
@@ -626,7 +692,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(Op op, const Signatu
   }
   transport_future->addCallback([work, finish = std::move(finish)](c10::ivalue::Future& f) {
     if (f.hasError()) {
-      work->fail(work->diagnose(f.tryRetrieveErrorMessage()));
+      work->fail(work->diagnose(what_of(f.exception_ptr())));
       return;
     }
     try {
@@ -662,14 +728,31 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::point_to_point(Op op, const Sig
   return work;
 }
 
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::capture(Op op, c10d::OpType type, std::vector<at::Tensor> outputs,
+                                                         std::function<c10::intrusive_ptr<c10d::Work>()> reissue) {
+  check_usable(op);
+  // Replays issue the collective again through this group, on the graph's static tensors,
+  // in the order of the capture (every rank replays its graph in the same order), and wait
+  // for it: the next replayed node uses its result. The group stays alive with the graph.
+  auto self = c10::intrusive_ptr<ProcessGroupHCCL>::reclaim_copy(this);
+  record_host_call([self, reissue = std::move(reissue)]() { reissue()->wait(); }, outputs);
+  auto work = c10::make_intrusive<WorkHCCL>(rank_, type, 0, Signature{}, std::move(outputs), state_, true);
+  work->complete();
+  return work;
+}
+
 // ---- the collectives ---------------------------------------------------------------------
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tensor>& tensors,
                                                            const c10d::BroadcastOptions& opts) {
   check_all(tensors, Op::kBroadcast, "broadcast");
+  if (is_recording()) {
+    return capture(Op::kBroadcast, c10d::OpType::BROADCAST, tensors,
+                   [this, tensors, opts]() mutable { return broadcast(tensors, opts); });
+  }
   Signature sig = make_signature(Op::kBroadcast, tensors, {});
   sig.root = static_cast<int32_t>(opts.rootRank);
-  auto views = host_views(tensors);
+  auto views = moved_views(tensors);
   return collective(Op::kBroadcast, sig, tensors, opts.timeout, c10d::OpType::BROADCAST,
                     [this, views, opts](std::chrono::milliseconds t) mutable {
                       auto o = opts;
@@ -681,7 +764,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tenso
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
   check_all(tensors, Op::kAllReduce, "input");
+  reduction_dtype_check(tensors, Op::kAllReduce);
   TORCH_CHECK(!opts.sparseIndices.has_value(), "hccl all_reduce: sparse tensors are not supported");
+  if (is_recording()) {
+    return capture(Op::kAllReduce, c10d::OpType::ALLREDUCE, tensors,
+                   [this, tensors, opts]() mutable { return allreduce(tensors, opts); });
+  }
   Signature sig = make_signature(Op::kAllReduce, tensors, {});
   sig.reduce_op = static_cast<uint8_t>(opts.reduceOp.op_);
   Reduction red = plan_reduction(opts.reduceOp, Op::kAllReduce);
@@ -707,6 +795,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tenso
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                      const c10d::AllreduceCoalescedOptions& opts) {
   check_all(tensors, Op::kAllReduceCoalesced, "input");
+  reduction_dtype_check(tensors, Op::kAllReduceCoalesced);
+  if (is_recording()) {
+    return capture(Op::kAllReduceCoalesced, c10d::OpType::ALLREDUCE_COALESCED, tensors,
+                   [this, tensors, opts]() mutable { return allreduce_coalesced(tensors, opts); });
+  }
   Signature sig = make_signature(Op::kAllReduceCoalesced, tensors, {});
   sig.reduce_op = static_cast<uint8_t>(opts.reduceOp.op_);
   Reduction red = plan_reduction(opts.reduceOp, Op::kAllReduceCoalesced);
@@ -732,6 +825,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(std::vector
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::ReduceOptions& opts) {
   check_all(tensors, Op::kReduce, "input");
+  reduction_dtype_check(tensors, Op::kReduce);
+  if (is_recording()) {
+    return capture(Op::kReduce, c10d::OpType::REDUCE, tensors,
+                   [this, tensors, opts]() mutable { return reduce(tensors, opts); });
+  }
   Signature sig = make_signature(Op::kReduce, tensors, {});
   sig.reduce_op = static_cast<uint8_t>(opts.reduceOp.op_);
   sig.root = static_cast<int32_t>(opts.rootRank);
@@ -770,9 +868,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(std::vector<std::vect
   check_all(inputs, Op::kAllGather, "input");
   for (const auto& l : outputs) check_all(l, Op::kAllGather, "output");
   auto flat_out = flatten(outputs);
+  if (is_recording()) {
+    return capture(Op::kAllGather, c10d::OpType::ALLGATHER, flatten(outputs),
+                   [this, outputs, inputs, opts]() mutable { return allgather(outputs, inputs, opts); });
+  }
   Signature sig = make_signature(Op::kAllGather, inputs, flat_out);
-  auto in_views = host_views(inputs);
-  auto out_views = host_views(outputs);
+  auto in_views = moved_views(inputs);
+  auto out_views = moved_views(outputs);
   return collective(Op::kAllGather, sig, flat_out, opts.timeout, c10d::OpType::ALLGATHER,
                     [this, in_views, out_views, opts](std::chrono::milliseconds t) mutable {
                       auto o = opts;
@@ -789,9 +891,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& out
               "size (", size_, ") times the elements of the input (", input.numel(), "), got ", output.numel());
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "hccl all_gather_into_tensor: output dtype ",
               output.scalar_type(), " differs from input dtype ", input.scalar_type());
+  if (is_recording()) {
+    return capture(Op::kAllGatherIntoTensor, c10d::OpType::_ALLGATHER_BASE, {output},
+                   [this, output, input, opts]() mutable { return _allgather_base(output, input, opts); });
+  }
   Signature sig = make_signature(Op::kAllGatherIntoTensor, {input}, {output});
-  at::Tensor in_view = host_view(input);
-  at::Tensor out_view = host_view(output);
+  at::Tensor in_view = moved_view(input);
+  at::Tensor out_view = moved_view(output);
   return collective(Op::kAllGatherIntoTensor, sig, {output}, opts.timeout, c10d::OpType::_ALLGATHER_BASE,
                     [this, in_view, out_view, opts](std::chrono::milliseconds t) mutable {
                       auto o = opts;
@@ -806,9 +912,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_coalesced(std::vector
   check_all(inputs, Op::kAllGatherCoalesced, "input");
   for (const auto& l : output_lists) check_all(l, Op::kAllGatherCoalesced, "output");
   auto flat_out = flatten(output_lists);
+  if (is_recording()) {
+    return capture(Op::kAllGatherCoalesced, c10d::OpType::ALLGATHER_COALESCED, flatten(output_lists),
+                   [this, output_lists, inputs, opts]() mutable { return allgather_coalesced(output_lists, inputs, opts); });
+  }
   Signature sig = make_signature(Op::kAllGatherCoalesced, inputs, flat_out);
-  auto in_views = host_views(inputs);
-  auto out_views = host_views(output_lists);
+  auto in_views = moved_views(inputs);
+  auto out_views = moved_views(output_lists);
   return collective(Op::kAllGatherCoalesced, sig, flat_out, opts.timeout, c10d::OpType::ALLGATHER_COALESCED,
                     [this, in_views, out_views, opts](std::chrono::milliseconds t) mutable {
                       auto o = opts;
@@ -822,9 +932,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_into_tensor_coalesced
                                                                                  const c10d::AllgatherOptions& opts) {
   check_all(inputs, Op::kAllGatherIntoTensorCoalesced, "input");
   check_all(outputs, Op::kAllGatherIntoTensorCoalesced, "output");
+  if (is_recording()) {
+    return capture(Op::kAllGatherIntoTensorCoalesced, c10d::OpType::COALESCED, outputs,
+                   [this, outputs, inputs, opts]() mutable { return allgather_into_tensor_coalesced(outputs, inputs, opts); });
+  }
   Signature sig = make_signature(Op::kAllGatherIntoTensorCoalesced, inputs, outputs);
-  auto in_views = host_views(inputs);
-  auto out_views = host_views(outputs);
+  auto in_views = moved_views(inputs);
+  auto out_views = moved_views(outputs);
   return collective(Op::kAllGatherIntoTensorCoalesced, sig, outputs, opts.timeout, c10d::OpType::COALESCED,
                     [this, in_views, out_views, opts](std::chrono::milliseconds t) mutable {
                       auto o = opts;
@@ -839,10 +953,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::gather(std::vector<std::vector<
   check_all(inputs, Op::kGather, "input");
   for (const auto& l : outputs) check_all(l, Op::kGather, "output");
   auto flat_out = flatten(outputs);
+  if (is_recording()) {
+    return capture(Op::kGather, c10d::OpType::GATHER, flatten(outputs),
+                   [this, outputs, inputs, opts]() mutable { return gather(outputs, inputs, opts); });
+  }
   Signature sig = make_signature(Op::kGather, inputs, flat_out);
   sig.root = static_cast<int32_t>(opts.rootRank);
-  auto in_views = host_views(inputs);
-  auto out_views = host_views(outputs);
+  auto in_views = moved_views(inputs);
+  auto out_views = moved_views(outputs);
   return collective(Op::kGather, sig, flat_out, opts.timeout, c10d::OpType::GATHER,
                     [this, in_views, out_views, opts](std::chrono::milliseconds t) mutable {
                       auto o = opts;
@@ -856,10 +974,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::scatter(std::vector<at::Tensor>
                                                          const c10d::ScatterOptions& opts) {
   check_all(outputs, Op::kScatter, "output");
   for (const auto& l : inputs) check_all(l, Op::kScatter, "input");
+  if (is_recording()) {
+    return capture(Op::kScatter, c10d::OpType::SCATTER, outputs,
+                   [this, outputs, inputs, opts]() mutable { return scatter(outputs, inputs, opts); });
+  }
   Signature sig = make_signature(Op::kScatter, flatten(inputs), outputs);
   sig.root = static_cast<int32_t>(opts.rootRank);
-  auto in_views = host_views(inputs);
-  auto out_views = host_views(outputs);
+  auto in_views = moved_views(inputs);
+  auto out_views = moved_views(outputs);
   return collective(Op::kScatter, sig, outputs, opts.timeout, c10d::OpType::SCATTER,
                     [this, in_views, out_views, opts](std::chrono::milliseconds t) mutable {
                       auto o = opts;
@@ -873,6 +995,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(std::vector<at::
                                                                 const c10d::ReduceScatterOptions& opts) {
   check_all(outputs, Op::kReduceScatter, "output");
   for (const auto& l : inputs) check_all(l, Op::kReduceScatter, "input");
+  reduction_dtype_check(outputs, Op::kReduceScatter);
+  if (is_recording()) {
+    return capture(Op::kReduceScatter, c10d::OpType::REDUCE_SCATTER, outputs,
+                   [this, outputs, inputs, opts]() mutable { return reduce_scatter(outputs, inputs, opts); });
+  }
   Signature sig = make_signature(Op::kReduceScatter, flatten(inputs), outputs);
   sig.reduce_op = static_cast<uint8_t>(opts.reduceOp.op_);
   Reduction red = plan_reduction(opts.reduceOp, Op::kReduceScatter);
@@ -907,10 +1034,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor
                                                                       const c10d::ReduceScatterOptions& opts) {
   check_npu(input, Op::kReduceScatterTensor, "input");
   check_npu(output, Op::kReduceScatterTensor, "output");
+  reduction_dtype_check({input}, Op::kReduceScatterTensor);
   TORCH_CHECK(input.numel() == output.numel() * size_, "hccl reduce_scatter_tensor: the input must have world size (",
               size_, ") times the elements of the output (", output.numel(), "), got ", input.numel());
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "hccl reduce_scatter_tensor: output dtype ",
               output.scalar_type(), " differs from input dtype ", input.scalar_type());
+  if (is_recording()) {
+    return capture(Op::kReduceScatterTensor, c10d::OpType::_REDUCE_SCATTER_BASE, {output},
+                   [this, output, input, opts]() mutable { return _reduce_scatter_base(output, input, opts); });
+  }
   Signature sig = make_signature(Op::kReduceScatterTensor, {input}, {output});
   sig.reduce_op = static_cast<uint8_t>(opts.reduceOp.op_);
   Reduction red = plan_reduction(opts.reduceOp, Op::kReduceScatterTensor);
@@ -934,6 +1066,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
   check_all(outputs, Op::kReduceScatterTensorCoalesced, "output");
   check_all(inputs, Op::kReduceScatterTensorCoalesced, "input");
+  reduction_dtype_check(inputs, Op::kReduceScatterTensorCoalesced);
+  if (is_recording()) {
+    return capture(Op::kReduceScatterTensorCoalesced, c10d::OpType::COALESCED, outputs,
+                   [this, outputs, inputs, opts]() mutable { return reduce_scatter_tensor_coalesced(outputs, inputs, opts); });
+  }
   Signature sig = make_signature(Op::kReduceScatterTensorCoalesced, inputs, outputs);
   sig.reduce_op = static_cast<uint8_t>(opts.reduceOp.op_);
   Reduction red = plan_reduction(opts.reduceOp, Op::kReduceScatterTensorCoalesced);
@@ -966,6 +1103,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(at::Tensor& outpu
                                                                const c10d::AllToAllOptions& opts) {
   check_npu(input, Op::kAllToAllSingle, "input");
   check_npu(output, Op::kAllToAllSingle, "output");
+  if (is_recording()) {
+    return capture(Op::kAllToAllSingle, c10d::OpType::ALLTOALL_BASE, {output},
+                   [this, output, input, output_split_sizes, input_split_sizes, opts]() mutable { return alltoall_base(output, input, output_split_sizes, input_split_sizes, opts); });
+  }
   Signature sig = make_signature(Op::kAllToAllSingle, {input}, {output});
   if (size_ <= kMaxSplitRanks) {
     auto fill = [&](const at::Tensor& t, const std::vector<int64_t>& splits, int64_t* dst) {
@@ -985,8 +1126,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(at::Tensor& outpu
     fill(output, output_split_sizes, sig.out_splits);
     sig.nsplits = size_;
   }
-  at::Tensor in_view = host_view(input);
-  at::Tensor out_view = host_view(output);
+  at::Tensor in_view = moved_view(input);
+  at::Tensor out_view = moved_view(output);
   return collective(Op::kAllToAllSingle, sig, {output}, opts.timeout, c10d::OpType::ALLTOALL_BASE,
                     [this, in_view, out_view, output_split_sizes, input_split_sizes,
                      opts](std::chrono::milliseconds t) mutable {
@@ -1001,6 +1142,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor
                                                           const c10d::AllToAllOptions& opts) {
   check_all(outputs, Op::kAllToAll, "output");
   check_all(inputs, Op::kAllToAll, "input");
+  if (is_recording()) {
+    return capture(Op::kAllToAll, c10d::OpType::ALLTOALL, outputs,
+                   [this, outputs, inputs, opts]() mutable { return alltoall(outputs, inputs, opts); });
+  }
   Signature sig = make_signature(Op::kAllToAll, inputs, outputs);
   if (size_ <= kMaxSplitRanks && static_cast<int>(inputs.size()) == size_ &&
       static_cast<int>(outputs.size()) == size_) {
@@ -1010,14 +1155,62 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor
     }
     sig.nsplits = size_;
   }
-  auto in_views = host_views(inputs);
-  auto out_views = host_views(outputs);
-  return collective(Op::kAllToAll, sig, outputs, opts.timeout, c10d::OpType::ALLTOALL,
-                    [this, in_views, out_views, opts](std::chrono::milliseconds t) mutable {
-                      auto o = opts;
-                      o.timeout = t;
-                      return transport_->alltoall(out_views, in_views, o);
-                    }, nullptr, inputs);
+  auto in_views = moved_views(inputs);
+  auto out_views = moved_views(outputs);
+  auto same_sizes = [](const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+    for (const auto* list : {&a, &b}) {
+      for (const auto& t : *list) {
+        if (t.sizes() != a.front().sizes()) return false;
+      }
+    }
+    return true;
+  };
+  if (inputs.empty() || outputs.empty() || same_sizes(inputs, outputs)) {
+    return collective(Op::kAllToAll, sig, outputs, opts.timeout, c10d::OpType::ALLTOALL,
+                      [this, in_views, out_views, opts](std::chrono::milliseconds t) mutable {
+                        auto o = opts;
+                        o.timeout = t;
+                        return transport_->alltoall(out_views, in_views, o);
+                      }, nullptr, inputs);
+  }
+  // Tensors of different sizes (NCCL's and HCCL's alltoallv; Gloo's all_to_all takes equal
+  // sizes only): the bytes go through one staging buffer each way, split per rank.
+  TORCH_CHECK(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
+              "hccl all_to_all: needs one input and one output tensor per rank (", size_, "), got ", inputs.size(),
+              " inputs and ", outputs.size(), " outputs");
+  for (const auto* list : {&inputs, &outputs}) {
+    for (const auto& t : *list) {
+      TORCH_CHECK(t.scalar_type() == inputs.front().scalar_type(), "hccl all_to_all: every tensor must have one "
+                  "dtype, got ", inputs.front().scalar_type(), " and ", t.scalar_type());
+    }
+  }
+  auto as_bytes = [](const at::Tensor& v) { return v.view(at::kByte).reshape({-1}); };
+  std::vector<int64_t> in_splits, out_splits;
+  int64_t out_total = 0;
+  for (int r = 0; r < size_; ++r) {
+    in_splits.push_back(static_cast<int64_t>(inputs[r].nbytes()));
+    out_splits.push_back(static_cast<int64_t>(outputs[r].nbytes()));
+    out_total += out_splits.back();
+  }
+  auto staged_out = std::make_shared<at::Tensor>(at::empty({out_total}, at::TensorOptions().dtype(at::kByte)));
+  return collective(
+      Op::kAllToAll, sig, outputs, opts.timeout, c10d::OpType::ALLTOALL,
+      [this, in_views, staged_out, in_splits, out_splits, as_bytes, opts](std::chrono::milliseconds t) mutable {
+        std::vector<at::Tensor> parts;
+        for (const auto& v : in_views) parts.push_back(as_bytes(v));
+        at::Tensor staged_in = at::cat(parts);
+        auto o = opts;
+        o.timeout = t;
+        return transport_->alltoall_base(*staged_out, staged_in, out_splits, in_splits, o);
+      },
+      Finish([out_views, staged_out, out_splits, as_bytes]() mutable {
+        int64_t offset = 0;
+        for (size_t r = 0; r < out_views.size(); ++r) {
+          as_bytes(out_views[r]).copy_(staged_out->narrow(0, offset, out_splits[r]));
+          offset += out_splits[r];
+        }
+      }),
+      inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::barrier(const c10d::BarrierOptions& opts) {
@@ -1036,11 +1229,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::barrier(const c10d::BarrierOpti
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   check_all(tensors, Op::kSend, "send");
+  // The argument errors torch.distributed.send gives; checked before anything is posted, so
+  // the group stays usable.
+  TORCH_CHECK_VALUE(dst != rank_, "Invalid destination rank: destination rank should not be the same as the rank of "
+                    "the current process (hccl send to rank ", dst, " on rank ", rank_, "; this backend has no "
+                    "send to the own rank: copy the tensor instead)");
+  if (is_recording()) {
+    return capture(Op::kSend, c10d::OpType::SEND, tensors,
+                   [this, tensors, dst, tag]() mutable { return send(tensors, dst, tag); });
+  }
   Signature sig = make_signature(Op::kSend, tensors, {});
   sig.peer = dst;
   sig.tag = tag;
   if (tag == 0) state_->board->post_send(dst, sig);
-  auto views = host_views(tensors);
+  auto views = moved_views(tensors);
   return point_to_point(Op::kSend, sig, tensors, c10d::OpType::SEND,
                         [this, views, dst, tag](std::chrono::milliseconds) mutable {
                           return transport_->send(views, dst, tag);
@@ -1049,10 +1251,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::send(std::vector<at::Tensor>& t
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
   check_all(tensors, Op::kRecv, "recv");
+  TORCH_CHECK_VALUE(src != rank_, "Invalid source rank: source rank should not be the same as the rank of the "
+                    "current process (hccl recv from rank ", src, " on rank ", rank_, "; this backend has no "
+                    "receive from the own rank: copy the tensor instead)");
+  if (is_recording()) {
+    return capture(Op::kRecv, c10d::OpType::RECV, tensors,
+                   [this, tensors, src, tag]() mutable { return recv(tensors, src, tag); });
+  }
   Signature sig = make_signature(Op::kRecv, {}, tensors);
   sig.peer = src;
   sig.tag = tag;
-  auto views = host_views(tensors);
+  auto views = moved_views(tensors);
   if (tag == 0 && state_->board->p2p_checked() && src >= 0 && src < size_ && src != rank_) {
     check_usable(Op::kRecv);
     observe::collective_check("hccl:recv", {}, tensors);
@@ -1080,7 +1289,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recvAnysource(std::vector<at::T
   check_all(tensors, Op::kRecv, "recv");
   Signature sig = make_signature(Op::kRecv, {}, tensors);
   sig.tag = tag;
-  auto views = host_views(tensors);
+  auto views = moved_views(tensors);
   return point_to_point(Op::kRecv, sig, tensors, c10d::OpType::RECVANYSOURCE,
                         [this, views, tag](std::chrono::milliseconds) mutable {
                           return transport_->recvAnysource(views, tag);

@@ -174,6 +174,10 @@ class ProcessGroupHCCL : public c10d::Backend {
                                             const std::vector<at::Tensor>& inputs = {});
   c10::intrusive_ptr<c10d::Work> point_to_point(Op op, const Signature& sig, std::vector<at::Tensor> tensors,
                                                 c10d::OpType type, const Start& start);
+  // Inside an NPU graph capture: records `reissue` (the same call) for the replays and
+  // returns a completed work; nothing is sent at capture time, as NCCL's captured kernels.
+  c10::intrusive_ptr<c10d::Work> capture(Op op, c10d::OpType type, std::vector<at::Tensor> outputs,
+                                         std::function<c10::intrusive_ptr<c10d::Work>()> reissue);
   void check_usable(Op op) const;
   std::string remote_check(uint64_t seq, const Signature& sig, std::chrono::milliseconds timeout);
 

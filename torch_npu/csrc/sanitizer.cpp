@@ -8,10 +8,15 @@
 // does, it gives each kernel a sequence number and each stream a vector clock of the
 // work it is ordered after (its own kernels, events it waited for, host
 // synchronisations), and an access races with an earlier one on another stream unless
-// the current stream's clock covers it. Beyond the CUDA sanitizer it checks frees (a
-// block is only safe to reuse on its allocation stream once that stream is ordered after
-// every other stream's use, or record_stream() told the allocator about the use), and it
-// sees work that never passes the dispatcher: NPU graph replays and collectives.
+// the current stream's clock covers it. Beyond the CUDA sanitizer it checks frees: the
+// caching allocator hands a freed block out again to the next allocations on its
+// allocation stream, so a free while another stream's use is not ordered before that
+// stream (and no record_stream() told the allocator about the use) is a race once memory
+// allocated there is touched by work not ordered after the use. The check is made at that
+// point, not at the free: code that orders the allocation stream before it allocates again
+// (FSDP2's reduce-scatter stream waits for the current stream before each reduce-scatter)
+// is correct on hardware and reports nothing. It also sees work that never passes the
+// dispatcher: NPU graph replays and collectives.
 //
 // It runs in the runtime, so a kernel costs a Python stack capture (code objects and
 // offsets, symbolised only for a report) and a few hash lookups; off, it costs nothing.
@@ -28,17 +33,30 @@ void installCapturedTracebackPython();
 std::vector<pybind11::object> py_symbolize(std::vector<CapturedTraceback*>& to_symbolize);
 }  // namespace torch
 
+#include <ATen/SequenceNumber.h>
+#include <ATen/record_function.h>
+#include <torch/csrc/autograd/function.h>
+
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
 namespace torch_npu::observe {
 
+// Where a piece of work came from. Work of the autograd engine runs on its own threads,
+// where there are no Python frames: it carries the autograd node and the stack of the
+// forward operation that created the node instead.
+struct Origin {
+  std::shared_ptr<torch::CapturedTraceback> stack;
+  std::string backward_node;  // "" outside the autograd engine
+  std::shared_ptr<torch::CapturedTraceback> forward_stack;
+};
+
 struct SanitizedKernel {
   uint64_t seq = 0;
   int64_t stream = 0;
   std::string name;
-  std::shared_ptr<torch::CapturedTraceback> stack;
+  Origin origin;
 };
 
 namespace sanitizer {
@@ -53,12 +71,26 @@ struct Access {
   std::string argument;
 };
 
+// Memory freed while a stream other than its allocation stream had a use not ordered
+// before the allocation stream: a block allocated on that stream meanwhile may be this
+// memory, and touching it is a race until the toucher is ordered after the use.
+struct FreedInUse {
+  const void* ptr = nullptr;
+  std::string description;
+  int64_t allocation_stream = 0;
+  Access use;
+  Origin allocation;
+  std::shared_ptr<torch::CapturedTraceback> free_stack;
+  bool reported = false;  // each such free is reported once
+};
+
 struct Block {
   size_t size = 0;
   c10::DeviceIndex device = 0;
   bool allocation_seen = false;
   int64_t allocation_stream = 0;
-  std::shared_ptr<torch::CapturedTraceback> allocation_stack;
+  Origin allocation;
+  std::vector<std::shared_ptr<FreedInUse>> may_reuse;  // see FreedInUse
   std::string description;
   std::optional<Access> last_write;
   std::unordered_map<int64_t, Access> reads_since_write;  // last read per stream
@@ -74,7 +106,7 @@ struct Finding {
   Access current;
   int64_t current_stream = 0;
   Access previous;
-  std::shared_ptr<torch::CapturedTraceback> allocation_stack;
+  Origin allocation;
   std::shared_ptr<torch::CapturedTraceback> free_stack;
   int64_t allocation_stream = 0;
 };
@@ -87,7 +119,20 @@ std::unordered_map<int64_t, Clock> g_streams;
 Clock g_host;  // what every stream is ordered after because the host waited for it
 std::unordered_map<const void*, Clock> g_events;
 std::unordered_map<const void*, Block> g_blocks;
-std::vector<Finding> g_pending;  // found where raising was impossible (frees)
+std::vector<Finding> g_pending;  // found where raising was impossible
+// Per allocation stream: frees whose use that stream is not ordered after yet.
+std::unordered_map<int64_t, std::vector<std::shared_ptr<FreedInUse>>> g_freed_in_use;
+constexpr size_t kMaxFreedInUsePerStream = 4096;
+
+// The stacks of forward operations by the autograd node they created: per forward thread,
+// a ring indexed by the node's sequence number (bounded memory; a node older than the ring
+// is reported without its forward stack).
+struct ForwardSlot {
+  uint64_t sequence_nr = UINT64_MAX;
+  std::shared_ptr<torch::CapturedTraceback> stack;
+};
+constexpr size_t kForwardRing = 1 << 14;
+std::unordered_map<uint64_t, std::vector<ForwardSlot>> g_forward_stacks;
 py::object* g_reporter = nullptr;  // torch_npu.npu._sanitizer._report (never destroyed)
 
 // The kernel running on this thread, so allocations inside it share its stack.
@@ -95,6 +140,34 @@ thread_local SanitizedKernel* tls_kernel = nullptr;
 
 std::shared_ptr<torch::CapturedTraceback> gather_stack() {
   return torch::CapturedTraceback::gather(/*python=*/true, /*script=*/false, /*cpp=*/false);
+}
+
+// The origin of work starting now on this thread. In the autograd engine: its node and
+// the forward stack recorded for it; elsewhere: the stack, which is remembered as the
+// forward stack of the autograd node the operation created (the node's sequence number is
+// the last one taken on this thread). Takes g_mutex.
+Origin gather_origin() {
+  Origin o;
+  o.stack = gather_stack();
+  auto node = torch::autograd::get_current_node();
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (node) {
+    o.backward_node = node->name();
+    auto it = g_forward_stacks.find(node->thread_id());
+    if (it != g_forward_stacks.end()) {
+      const ForwardSlot& slot = it->second[node->sequence_nr() % kForwardRing];
+      if (slot.sequence_nr == node->sequence_nr()) o.forward_stack = slot.stack;
+    }
+    return o;
+  }
+  const uint64_t next = at::sequence_number::peek();
+  if (next == 0) return o;
+  auto& ring = g_forward_stacks[at::RecordFunction::currentThreadId()];
+  if (ring.empty()) ring.resize(kForwardRing);
+  ForwardSlot& slot = ring[(next - 1) % kForwardRing];
+  // The first work after the node was created is the operation that created it.
+  if (slot.sequence_nr != next - 1) slot = ForwardSlot{next - 1, o.stack};
+  return o;
 }
 
 void merge(Clock& into, const Clock& from) {
@@ -141,6 +214,12 @@ py::object symbolized(const std::shared_ptr<torch::CapturedTraceback>& tb) {
   return torch::py_symbolize(one).at(0);
 }
 
+void add_origin(py::dict& d, const std::string& prefix, const Origin& o) {
+  d[(prefix + "stack").c_str()] = symbolized(o.stack);
+  d[(prefix + "backward_node").c_str()] = o.backward_node;
+  d[(prefix + "forward_stack").c_str()] = symbolized(o.forward_stack);
+}
+
 py::dict access_dict(const Access& a) {
   py::dict d;
   d["operator"] = a.kernel->name;
@@ -148,7 +227,7 @@ py::dict access_dict(const Access& a) {
   d["type"] = a.write ? "write" : "read";
   d["argument"] = a.argument;
   d["is_output"] = a.is_output;
-  d["stack"] = symbolized(a.kernel->stack);
+  add_origin(d, "", a.kernel->origin);
   return d;
 }
 
@@ -157,9 +236,9 @@ py::dict finding_dict(const Finding& f) {
   d["kind"] = f.kind;
   d["data_ptr"] = reinterpret_cast<uintptr_t>(f.data_ptr);
   d["tensor"] = f.tensor;
-  d["current"] = f.kind == "freed_in_use" ? py::object(py::none()) : py::object(access_dict(f.current));
+  d["current"] = f.current.kernel ? py::object(access_dict(f.current)) : py::object(py::none());
   d["previous"] = access_dict(f.previous);
-  d["allocation_stack"] = symbolized(f.allocation_stack);
+  add_origin(d, "allocation_", f.allocation);
   d["allocation_stream"] = stream_name(f.allocation_stream);
   d["free_stack"] = symbolized(f.free_stack);
   return d;
@@ -192,9 +271,44 @@ void check_against(std::vector<Finding>& findings, const void* ptr, Block& block
   f.current = current;
   f.current_stream = stream;
   f.previous = previous;
-  f.allocation_stack = block.allocation_stack;
+  f.allocation = block.allocation;
   f.allocation_stream = block.allocation_stream;
   findings.push_back(std::move(f));
+}
+
+// Work on `stream` touches `block`, which may be memory freed while in use (FreedInUse):
+// a race unless the stream is ordered after that use by now.
+void check_reuse(std::vector<Finding>& findings, Block& block, const Access& current, int64_t stream) {
+  auto& candidates = block.may_reuse;
+  for (auto it = candidates.begin(); it != candidates.end();) {
+    FreedInUse& freed = **it;
+    if (!freed.reported && !ordered_after(stream, freed.use)) {
+      freed.reported = true;
+      Finding f;
+      f.kind = "freed_in_use";
+      f.data_ptr = freed.ptr;
+      f.tensor = freed.description;
+      f.current = current;
+      f.current_stream = stream;
+      f.previous = freed.use;
+      f.allocation = freed.allocation;
+      f.allocation_stream = freed.allocation_stream;
+      f.free_stack = freed.free_stack;
+      findings.push_back(std::move(f));
+    }
+    it = candidates.erase(it);  // reported once; or ordered for this and later work
+  }
+}
+
+// Drops the frees the allocation stream `stream` is ordered after by now; returns the rest.
+std::vector<std::shared_ptr<FreedInUse>>& unresolved_frees(int64_t stream) {
+  auto& list = g_freed_in_use[stream];
+  list.erase(std::remove_if(list.begin(), list.end(),
+                            [&](const std::shared_ptr<FreedInUse>& f) {
+                              return f->reported || ordered_after(stream, f->use);
+                            }),
+             list.end());
+  return list;
 }
 
 }  // namespace
@@ -207,7 +321,7 @@ std::shared_ptr<SanitizedKernel> on_kernel(const std::string& name, int64_t stre
   auto kernel = std::make_shared<SanitizedKernel>();
   kernel->name = name;
   kernel->stream = stream;
-  kernel->stack = gather_stack();
+  kernel->origin = gather_origin();
   std::vector<Finding> findings;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
@@ -217,6 +331,7 @@ std::shared_ptr<SanitizedKernel> on_kernel(const std::string& name, int64_t stre
     for (const TensorAccess& a : accesses) {
       Block& block = block_of(a.storage, a.description);
       Access current{kernel, a.write, a.is_output, a.argument};
+      if (!block.may_reuse.empty()) check_reuse(findings, block, current, stream);
       if (!a.write) {
         if (block.last_write) check_against(findings, a.storage, block, current, stream, *block.last_write, a.description);
         block.reads_since_write[stream] = current;
@@ -254,12 +369,7 @@ void on_kernel_end(const std::shared_ptr<SanitizedKernel>& kernel, const std::ve
 }
 
 void on_allocated(void* ptr, size_t size, c10::DeviceIndex device) {
-  std::shared_ptr<torch::CapturedTraceback> stack;
-  if (tls_kernel != nullptr) {
-    stack = tls_kernel->stack;
-  } else {
-    stack = gather_stack();
-  }
+  Origin origin = tls_kernel != nullptr ? tls_kernel->origin : gather_origin();
   int64_t stream = stream_key(current_stream(device));
   std::lock_guard<std::mutex> lock(g_mutex);
   Block& block = g_blocks[ptr];
@@ -268,12 +378,14 @@ void on_allocated(void* ptr, size_t size, c10::DeviceIndex device) {
   block.device = device;
   block.allocation_seen = true;
   block.allocation_stream = stream;
-  block.allocation_stack = std::move(stack);
+  block.allocation = std::move(origin);
+  auto it = g_freed_in_use.find(stream);
+  if (it != g_freed_in_use.end() && !it->second.empty()) block.may_reuse = unresolved_frees(stream);
   block.description = std::to_string(size) + " bytes on npu:" + std::to_string(device);
 }
 
 void on_freed(void* ptr, bool graph_pool) {
-  std::vector<Finding> found;
+  std::vector<std::shared_ptr<FreedInUse>> found;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     auto it = g_blocks.find(ptr);
@@ -284,27 +396,28 @@ void on_freed(void* ptr, bool graph_pool) {
       for (const auto& [stream, use] : block.last_use) {
         if (stream == block.allocation_stream || block.recorded_streams.count(stream)) continue;
         if (ordered_after(block.allocation_stream, use)) continue;
-        Finding f;
-        f.kind = "freed_in_use";
-        f.data_ptr = ptr;
-        f.tensor = block.description;
-        f.previous = use;
-        f.allocation_stack = block.allocation_stack;
-        f.allocation_stream = block.allocation_stream;
+        auto f = std::make_shared<FreedInUse>();
+        f->ptr = ptr;
+        f->description = block.description;
+        f->allocation_stream = block.allocation_stream;
+        f->use = use;
+        f->allocation = block.allocation;
         found.push_back(std::move(f));
       }
     }
     g_blocks.erase(it);
   }
   if (found.empty()) return;
-  // The free itself cannot raise (it runs in a destructor): the finding is raised by the
-  // next npu work, on any thread, or by check(). Not earlier, from arbitrary Python code:
-  // a free can happen during an import or a cleanup, which must not fail half-way.
+  // Not a race yet: only once memory allocated on the allocation stream is touched by
+  // work not ordered after the use (check_reuse). A free cannot raise anyway (it runs in
+  // a destructor).
   auto free_stack = gather_stack();
   std::lock_guard<std::mutex> lock(g_mutex);
   for (auto& f : found) {
-    f.free_stack = free_stack;
-    g_pending.push_back(std::move(f));
+    f->free_stack = free_stack;
+    auto& list = g_freed_in_use[f->allocation_stream];
+    if (list.size() >= kMaxFreedInUsePerStream) list.erase(list.begin());
+    list.push_back(std::move(f));
   }
 }
 
@@ -316,6 +429,16 @@ void record_stream(const void* storage, int64_t stream) {
 
 void event_record(const void* event, int64_t stream) {
   std::lock_guard<std::mutex> lock(g_mutex);
+  const void* work = completing_collective();
+  if (work != nullptr && (stream & ((int64_t{1} << 48) - 1)) == kCollectiveStreamId) {
+    // A completing collective's Future: the event stands for the collective's issue point.
+    auto it = g_events.find(work);
+    if (it != g_events.end()) {
+      Clock issued = it->second;
+      g_events[event] = std::move(issued);
+      return;
+    }
+  }
   g_events[event] = clock_of(stream);
 }
 
@@ -385,6 +508,8 @@ void disable() {
   g_events.clear();
   g_blocks.clear();
   g_pending.clear();
+  g_freed_in_use.clear();
+  g_forward_stacks.clear();
 }
 
 // Raises the findings that could not be raised where they were found.

@@ -108,9 +108,32 @@ def _incarnation(store, size: int) -> int:
     return (store.add("hccl_joins", 1) - 1) // size
 
 
+def _check_board_setting_agrees(store, rank: int, size: int, connect: timedelta) -> bool:
+    """Whether this rank asks for a shared board; raises at once when the ranks disagree (a
+    rank that checks over the network and one that waits for the shared board would each wait
+    out the connect timeout for the other)."""
+    raw = os.environ.get("TORCH_HCCL_SHARED_BOARD", "1")
+    wanted = raw != "0"
+    store.set(f"shared_board/{rank}", f"{int(wanted)}{raw}")
+    keys = [f"shared_board/{r}" for r in range(size)]
+    _wait_keys(store, keys, connect, "every rank to join the group")
+    settings = [store.get(k).decode() for k in keys]
+    if any(v[0] != settings[rank][0] for v in settings):
+        # Every rank reads every setting before any raises: rank 0 may host the store.
+        store.set(f"shared_board_read/{rank}", "1")
+        _wait_keys(store, [f"shared_board_read/{r}" for r in range(size)], connect, "every rank to compare settings")
+        listed = ", ".join(f"rank {r}: {v[1:]!r}" for r, v in enumerate(settings))
+        raise dist.DistBackendError(
+            f"hccl: the ranks disagree on TORCH_HCCL_SHARED_BOARD ({listed}; unset means '1'). Set it to the same "
+            "value on every node: 0 makes every rank check collectives over the network, as ranks on several "
+            "hosts must; 1 (the default) uses shared memory among ranks of one host"
+        )
+    return wanted
+
+
 def _make_board(store, rank: int, size: int, group: str, connect: timedelta):
     hccl = hccl_module()
-    shared = size > 1 and os.environ.get("TORCH_HCCL_SHARED_BOARD", "1") != "0"
+    shared = size > 1 and _check_board_setting_agrees(store, rank, size, connect)
     if shared:
         store.set(f"host/{rank}", _host_identity())
         keys = [f"host/{r}" for r in range(size)]

@@ -17,16 +17,22 @@ where the memory was allocated:
 - :class:`UnsynchronizedAccessError`: a kernel on one stream reads memory another stream
   wrote, or writes memory another stream read or wrote, with nothing ordering the two;
 - :class:`FreedWhileInUseError`: memory freed while a stream other than the one it was
-  allocated on may still use it (the caching allocator would hand it out again on the
-  allocation stream): call ``tensor.record_stream(stream)`` for each such stream, or make
-  the allocation stream wait for it before the tensor is freed. A free cannot raise where
-  it happens (it runs in a destructor), so this error is raised by the next npu work, or
-  by :func:`check`; findings still pending when the interpreter exits are printed.
+  allocated on may still use it, and then used again: the caching allocator hands a freed
+  block out to the next allocations on its allocation stream, so the error is raised by
+  the first work that touches memory allocated there since while not ordered after that
+  use (code that makes the allocation stream wait before it allocates again, as FSDP2
+  does, is correct). Call ``tensor.record_stream(stream)`` for each such stream, or make
+  the allocation stream wait for it before it allocates again.
+
+Work of the autograd engine runs on threads without Python frames: its accesses and
+allocations name the autograd node (``MulBackward0``) and carry the stack of the forward
+operation that created it.
 
 Beyond CUDA's sanitizer it checks the work inside NPU graph replays (each replayed kernel,
 on the replay stream), compiled Inductor kernels, and the hccl backend's collectives (on a
 collective stream of their device, ordered after the caller's stream when issued; waiting
-for the work orders the caller's stream after them); other work can be announced with
+for the work or its Future (``get_future().wait()``, ``then()``, as DDP does) orders the
+caller's stream after them); other work can be announced with
 :func:`record_kernel`. It runs inside the runtime: each kernel
 costs one Python stack capture (symbolised only for a report) and a few table lookups, so
 it can stay on for a whole test suite; off, it costs nothing.

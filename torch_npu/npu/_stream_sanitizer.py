@@ -58,6 +58,9 @@ class Access:
     argument: str
     is_output: bool
     stack_trace: traceback.StackSummary
+    # Set for work of the autograd engine, whose threads run no Python code: the node it
+    # ran, and then ``stack_trace`` is the stack of the forward operation that created it.
+    backward_node: str = ""
 
 class SynchronizationError(Exception):
     """Base class of the errors the npu sanitizer reports."""
@@ -70,7 +73,11 @@ def _format_access(out: io.StringIO, access: Access) -> None:
             out.write(", and to")
     if access.is_output:
         out.write(" the output")
-    out.write("\nWith stack trace:\n")
+    if access.backward_node:
+        out.write(f"\nIn backward, by the autograd engine running {access.backward_node}; the forward operation "
+                  "that created it was called with stack trace:\n")
+    else:
+        out.write("\nWith stack trace:\n")
     out.write("".join(access.stack_trace.format()) or "  (no Python frames: runtime or autograd thread)\n")
 
 class UnsynchronizedAccessError(SynchronizationError):
@@ -83,11 +90,13 @@ class UnsynchronizedAccessError(SynchronizationError):
         allocation_stack_trace: traceback.StackSummary | None,
         current_access: Access,
         previous_access: Access,
+        allocation_backward_node: str = "",
     ) -> None:
         super().__init__(data_ptr, tensor)
         self.data_ptr = data_ptr
         self.tensor = tensor
         self.allocation_stack_trace = allocation_stack_trace
+        self.allocation_backward_node = allocation_backward_node
         self.current_access = current_access
         self.previous_access = previous_access
 
@@ -105,7 +114,7 @@ class UnsynchronizedAccessError(SynchronizationError):
             _format_access(out, self.current_access)
             out.write(f"Previous access by {self.previous_access.stream} during kernel:\n")
             _format_access(out, self.previous_access)
-            _format_allocation(out, self.allocation_stack_trace)
+            _format_allocation(out, self.allocation_stack_trace, self.allocation_backward_node)
             out.write(
                 "Fix: order the two streams, e.g. torch.npu.current_stream().wait_stream(other) or an "
                 "Event recorded on one and waited on by the other, before the second access.\n"
@@ -123,6 +132,8 @@ class FreedWhileInUseError(SynchronizationError):
         allocation_stack_trace: traceback.StackSummary | None,
         free_stack_trace: traceback.StackSummary | None,
         last_use: Access,
+        reuse: Access | None = None,
+        allocation_backward_node: str = "",
     ) -> None:
         super().__init__(data_ptr, tensor)
         self.data_ptr = data_ptr
@@ -131,6 +142,10 @@ class FreedWhileInUseError(SynchronizationError):
         self.allocation_stack_trace = allocation_stack_trace
         self.free_stack_trace = free_stack_trace
         self.last_use = last_use
+        # The work that touched memory allocated on allocation_stream after the free, while
+        # that stream was not ordered after last_use: the block may have been handed to it.
+        self.reuse = reuse
+        self.allocation_backward_node = allocation_backward_node
 
     def __str__(self) -> str:
         with io.StringIO() as out:
@@ -144,15 +159,23 @@ class FreedWhileInUseError(SynchronizationError):
             _format_access(out, self.last_use)
             out.write("Freed with stack trace:\n")
             out.write("".join(self.free_stack_trace.format()) if self.free_stack_trace else "  (not captured)\n")
-            _format_allocation(out, self.allocation_stack_trace)
+            if self.reuse is not None:
+                out.write(f"Memory allocated on {self.allocation_stream} after the free, which may be this block, "
+                          f"used by {self.reuse.stream} during kernel:\n")
+                _format_access(out, self.reuse)
+            _format_allocation(out, self.allocation_stack_trace, self.allocation_backward_node)
             out.write(
                 f"Fix: call tensor.record_stream(<that stream>) after using the tensor on it, or make "
                 f"{self.allocation_stream} wait for that stream before the tensor is freed.\n"
             )
             return out.getvalue()
 
-def _format_allocation(out: io.StringIO, stack: traceback.StackSummary | None) -> None:
-    if stack:
+def _format_allocation(out: io.StringIO, stack: traceback.StackSummary | None, backward_node: str = "") -> None:
+    if backward_node:
+        out.write(f"Tensor was allocated in backward by the autograd engine running {backward_node}; the forward "
+                  "operation that created it was called with stack trace:\n")
+        out.write("".join(stack.format()) if stack else "  (not recorded: the node is older than the record)\n")
+    elif stack:
         out.write("Tensor was allocated with stack trace:\n")
         out.write("".join(stack.format()))
     else:
@@ -181,28 +204,43 @@ def _stack(frames: list[dict] | None) -> traceback.StackSummary | None:
     ]
     return traceback.StackSummary.from_list(entries)
 
+def _origin(d: dict, prefix: str = "") -> tuple[traceback.StackSummary | None, str]:
+    """The stack of some work and, for work of the autograd engine (no Python frames on its
+    threads), the node it ran, with the stack of the forward operation that created it."""
+    stack = _stack(d[prefix + "stack"])
+    node = d[prefix + "backward_node"]
+    if stack or not node:
+        return stack, ""
+    return _stack(d[prefix + "forward_stack"]), node
+
+
 def _access(d: dict) -> Access:
+    stack, node = _origin(d)
     return Access(
         AccessType.WRITE if d["type"] == "write" else AccessType.READ,
         d["stream"],
         d["operator"],
         d["argument"],
         d["is_output"],
-        _stack(d["stack"]) or traceback.StackSummary(),
+        stack or traceback.StackSummary(),
+        node,
     )
 
 def _errors_from(items: Iterable[dict]) -> list[SynchronizationError]:
     errors: list[SynchronizationError] = []
     for item in items:
+        allocation_stack, allocation_node = _origin(item, "allocation_")
         if item["kind"] == "freed_in_use":
             errors.append(
                 FreedWhileInUseError(
                     item["data_ptr"],
                     item["tensor"],
                     item["allocation_stream"],
-                    _stack(item["allocation_stack"]),
+                    allocation_stack,
                     _stack(item["free_stack"]),
                     _access(item["previous"]),
+                    _access(item["current"]) if item["current"] is not None else None,
+                    allocation_node,
                 )
             )
         else:
@@ -210,9 +248,10 @@ def _errors_from(items: Iterable[dict]) -> list[SynchronizationError]:
                 UnsynchronizedAccessError(
                     item["data_ptr"],
                     item["tensor"],
-                    _stack(item["allocation_stack"]),
+                    allocation_stack,
                     _access(item["current"]),
                     _access(item["previous"]),
+                    allocation_node,
                 )
             )
     return errors
@@ -247,7 +286,9 @@ def is_enabled() -> bool:
     return bool(_C._sanitizer_enabled())
 
 def check() -> None:
-    """Raise the findings not raised yet (frees are reported by the next npu work)."""
+    """Raise the findings not raised yet. Every current check raises in the npu work that
+    races (a free in use is reported by the work that uses the memory again), so this only
+    matters for findings a future check cannot raise where it finds them."""
     _C._sanitizer_check()
 
 def record_kernel(

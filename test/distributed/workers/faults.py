@@ -17,6 +17,20 @@ scenario = sys.argv[1]
 dev = use_local_npu()
 timeout_s = float(os.environ.get("TEST_TIMEOUT_S", "30"))
 kwargs = {} if os.environ.get("TEST_NO_TIMEOUT") else {"timeout": datetime.timedelta(seconds=timeout_s)}
+if scenario == "board_disagreement":
+    # Rank 1 checks collectives over the network, rank 0 uses the shared board (the default):
+    # every rank must learn at once, not after the connect timeout.
+    if os.environ["RANK"] == "1":
+        os.environ["TORCH_HCCL_SHARED_BOARD"] = "0"
+    start = time.monotonic()
+    try:
+        dist.init_process_group("hccl", **kwargs)
+        report(raised=None)
+    except Exception as e:  # noqa: BLE001  (the test inspects what was raised)
+        report(raised=type(e).__name__, message=str(e), seconds=time.monotonic() - start)
+    if os.environ["RANK"] == "0":
+        time.sleep(2)  # rank 0 serves the store: the peer may still be reading it
+    raise SystemExit(0)
 dist.init_process_group("hccl", **kwargs)
 rank = dist.get_rank()
 warm = torch.ones(4, device=dev)
@@ -100,6 +114,14 @@ elif scenario == "death":
     seen = attempt(lambda: [dist.all_reduce(big) for _ in range(20)])
     seen_after = attempt(lambda: dist.all_reduce(torch.ones(2, device=dev)))
     report(**seen, after=seen_after)
+
+elif scenario == "exception":
+    # Rank 1 ends on an uncaught exception, without destroy_process_group.
+    if rank == 1:
+        raise RuntimeError("the training step failed")
+    time.sleep(0.5)
+    seen = attempt(lambda: dist.all_reduce(torch.ones(4, device=dev)))
+    report(**seen)
 
 elif scenario == "death_before":
     # Rank 1 exits without joining the next collective.
