@@ -316,3 +316,27 @@ def test_data_parallel_trains_across_the_devices(python):
     )
     assert last_json(out) == {"device_ids": [0, 1], "output_device": "npu:0", "forward_equal": True,
                               "grads_close": True, "grad_devices": ["npu:0"]}
+
+
+@pytest.mark.parametrize("dynamo_first", [False, True])
+def test_compiled_code_reads_the_cuda_autocast_state_as_npus(python, dynamo_first):
+    out = python(
+        f"""
+        import json, torch
+        {"import torch._dynamo" if dynamo_first else ""}
+        import torch_npu.contrib.transfer_to_npu
+        def f(x, w):
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                y = x @ w
+                scale = 2.0 if torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda") == torch.bfloat16 else 3.0
+            torch.cuda.synchronize("cuda:0")
+            return y.float() * scale
+        x, w = torch.randn(4, 4, device="cuda"), torch.randn(4, 4, device="cuda")
+        eager = f(x, w)
+        compiled = torch.compile(f, backend="eager", fullgraph=True)(x, w)
+        reference = (x.cpu().bfloat16() @ w.cpu().bfloat16()).float() * 2.0
+        print(json.dumps([torch.equal(eager, compiled), torch.equal(eager.cpu(), reference)]))
+        """,
+        env=ENV,
+    )
+    assert last_json(out) == [True, True]

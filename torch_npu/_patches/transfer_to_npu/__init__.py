@@ -50,6 +50,8 @@ REGISTRATIONS: tuple[str, ...] = (
     "torch.overrides.TorchFunctionMode: device_mode.CudaToNpuMode, entered around compiled calls",
     "torch.compiler.substitute_in_graph: device_mode.python_torch_function for the C handler",
     "torch.serialization.register_package: checkpoint_location, cuda locations restored on npu",
+    "torch._dynamo.variables.torch.constant_fold_functions: autocast_state's originals "
+    "(is_autocast_enabled, get_autocast_dtype, get_autocast_gpu_dtype), at Dynamo's import",
 )
 
 _applied: list[str] = []

@@ -12,6 +12,12 @@ the ``autocast`` patch makes an npu region), and would be told autocast is off.
 ``"cuda"`` as ``"npu"`` and call the original. Autocast's own enter/exit calls them with
 ``"npu"``: one Python call more per region, none per operator.
 
+Dynamo folds these functions to constants while tracing (its ``constant_fold_functions``
+table, filled with whatever ``torch.is_autocast_enabled`` etc. are when Dynamo is imported).
+It inlines the replacements, which call the originals; ``register_with_dynamo()`` (run with
+the group's other Dynamo registrations, when Dynamo is first imported) puts the originals
+in that table, as they are when Dynamo is imported before the group.
+
 Delete with ``autocast``.
 """
 from __future__ import annotations
@@ -101,6 +107,22 @@ def revert() -> None:
         original = _originals.pop((namespace.__name__, name), None)
         if original is not None:
             setattr(namespace, name, original)
+
+
+def register_with_dynamo() -> None:
+    """Let Dynamo fold the original state functions the replacements call (needs torch._dynamo)."""
+    if not _originals:
+        return
+    from torch._dynamo.variables import torch as dynamo_torch
+
+    folded = dynamo_torch.constant_fold_functions
+    for (namespace, name), original in _originals.items():
+        if namespace == "torch" and original not in folded and name in _FOLDED_BY_DYNAMO:
+            folded[original] = None
+
+
+# The state functions Dynamo constant-folds (torch/_dynamo/variables/torch.py).
+_FOLDED_BY_DYNAMO = ("is_autocast_enabled", "get_autocast_dtype", "get_autocast_gpu_dtype")
 
 
 def sites() -> tuple[str, ...]:
