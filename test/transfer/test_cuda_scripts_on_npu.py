@@ -155,6 +155,8 @@ def test_ddp_torchrun_equals_cpu_on_every_rank(runs):
     npu, cpu = result(runs, "ddp_npu"), result(runs, "ddp_cpu")
     assert [r["backend"] for r in npu] == ["hccl", "hccl"] and [r["backend"] for r in cpu] == ["gloo", "gloo"]
     assert [r["parameter_device"] for r in npu] == ["npu:0", "npu:1"]
+    # map_location={"cuda:0": f"cuda:{local_rank}"} put rank 0's checkpoint on each rank's device.
+    assert [r["loaded_devices"] for r in npu] == [["npu:0"], ["npu:1"]]
     assert all(r["max_memory_allocated_positive"] for r in npu)
     for rank, (on_npu, on_cpu) in enumerate(zip(npu, cpu)):
         assert on_npu["losses"] == on_cpu["losses"], rank

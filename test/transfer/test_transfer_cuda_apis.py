@@ -91,11 +91,15 @@ def test_checkpoints_saved_under_the_import_keep_npu_locations(python, tmp_path)
         torch.save({{"w": torch.ones(2, device="cuda:1")}}, {str(tmp_path / "n.pt")!r})
         plain = torch.load({str(tmp_path / "n.pt")!r})["w"]
         mapped = torch.load({str(tmp_path / "n.pt")!r}, map_location="cuda:0")["w"]
-        print(json.dumps([str(plain.device), str(mapped.device), mapped.tolist()]))
+        # The DDP tutorial's dict, keyed by the cuda location the script saved from.
+        by_dict = torch.load({str(tmp_path / "n.pt")!r}, map_location={{"cuda:1": "cuda:0"}})["w"]
+        npu_key_wins = torch.load({str(tmp_path / "n.pt")!r}, map_location={{"cuda:1": "cuda:0", "npu:1": "cpu"}})["w"]
+        print(json.dumps([str(plain.device), str(mapped.device), mapped.tolist(), str(by_dict.device),
+                          str(npu_key_wins.device)]))
         """,
         env=ENV,
     )
-    assert last_json(out) == ["npu:1", "npu:0", [1.0, 1.0]]
+    assert last_json(out) == ["npu:1", "npu:0", [1.0, 1.0], "npu:0", "cpu"]
 
 
 def test_nvtx_ranges_are_npu_profiler_ranges(python, tmp_path):

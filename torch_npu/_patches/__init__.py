@@ -54,8 +54,8 @@ _applied: list[str] = []
 GROUPS: dict[str, tuple[str, ...]] = {
     "transfer_to_npu": (
         "cuda_module", "autocast", "autocast_state", "custom_fwd", "grad_scaler", "generator",
-        "process_group", "nccl_availability", "tensor_cuda", "storage_to", "nvtx",
-        "parallel_comm", "compile_wrappers",
+        "process_group", "nccl_availability", "tensor_cuda", "storage_to", "map_location_dict",
+        "nvtx", "parallel_comm", "compile_wrappers",
     ),
 }
 

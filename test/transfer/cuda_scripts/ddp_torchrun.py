@@ -66,6 +66,7 @@ def main():
         "losses": losses,
         "parameters": {k: v.detach().cpu().flatten().tolist() for k, v in ddp_model.module.state_dict().items()},
         "parameter_device": str(next(ddp_model.parameters()).device),
+        "loaded_devices": sorted({str(t.device) for t in state.values()}),
         "max_memory_allocated_positive": torch.cuda.max_memory_allocated(device) > 0 if device.type == "cuda" else None,
         "backend": dist.get_backend(),
     }

@@ -20,7 +20,8 @@ change:
   tensors), ``grad_scaler`` (``GradScaler("cuda")``), ``generator``
   (``torch.Generator("cuda")``), ``process_group`` (``"nccl"`` -> ``"hccl"``),
   ``nccl_availability`` (``dist.is_nccl_available()``), ``tensor_cuda`` (``Tensor.cuda()``
-  and ``is_cuda``), ``storage_to`` (``storage.cuda()``), ``nvtx`` (``torch.cuda.nvtx``
+  and ``is_cuda``), ``storage_to`` (``storage.cuda()``), ``map_location_dict`` (a
+  ``map_location`` dict's cuda keys apply to npu-saved storages), ``nvtx`` (``torch.cuda.nvtx``
   ranges as npu profiler ranges), ``parallel_comm`` (the ``torch._C`` copies
   ``nn.DataParallel`` needs) and ``compile_wrappers`` (torch.compile's calls enter the mode). Each module's docstring says
   why no extension point serves and when it can go; ``sites()`` names exactly what it changes.
@@ -38,8 +39,8 @@ import importlib
 # Patch modules of this group, in application order.
 PATCHES: tuple[str, ...] = (
     "cuda_module", "autocast", "autocast_state", "custom_fwd", "grad_scaler", "generator",
-    "process_group", "nccl_availability", "tensor_cuda", "storage_to", "nvtx", "parallel_comm",
-    "compile_wrappers",
+    "process_group", "nccl_availability", "tensor_cuda", "storage_to", "map_location_dict", "nvtx",
+    "parallel_comm", "compile_wrappers",
 )
 
 # What the group registers through PyTorch's and Python's own mechanisms (not patches).
