@@ -127,7 +127,9 @@ def test_revert_undoes_the_whole_group(python):
         "    torch.zeros(1, device='cuda'); refused = False\n"
         "except (RuntimeError, AssertionError):\n"
         "    refused = True\n"
-        "assert refused and not torch.ones(1, device='npu').is_cuda",
+        "assert refused and not torch.ones(1, device='npu').is_cuda\n"
+        "import torch.serialization\n"
+        "assert not [e for e in torch.serialization._package_registry if 'transfer_to_npu' in e[2].__module__]",
     )
     assert result["applied_group"] == []
     assert result["changed"] == []
