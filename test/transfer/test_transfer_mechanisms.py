@@ -226,7 +226,11 @@ def test_torch_cuda_serves_scripts_and_compiled_code_from_npu_and_torch_itself_f
         print(json.dumps({
             "compiled": compiled, "eager": uses_cuda_api(x).item(),
             "script": [torch.cuda.is_available(), is_available(), torch.cuda.device_count() == torch.npu.device_count()],
-            "classes": [Event is torch.npu.Event, torch.cuda.Stream is torch.npu.Stream,
+            # Stream takes a device: a subclass of torch.npu's that reads cuda devices as npu.
+            "classes": [Event is torch.npu.Event,
+                        issubclass(torch.cuda.Stream, torch.npu.Stream)
+                        and isinstance(torch.cuda.current_stream(), torch.cuda.Stream)
+                        and isinstance(torch.cuda.Stream(), torch.npu.Stream),
                         torch.cuda.CUDAGraph is torch.npu.NPUGraph],
             "internal": internal["result"],
             "untouched": torch.cuda.nvtx.__name__,

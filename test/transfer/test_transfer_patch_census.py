@@ -32,6 +32,9 @@ def snapshot():
                 if value.__module__ == name:
                     for attr, member in list(vars(value).items()):
                         entries[f"{key}.{attr}"] = member
+            elif key.startswith("_") and not isinstance(value, (types.ModuleType, int, float, str, bool, type(None), list, dict, set, tuple)):
+                # Private binding objects (e.g. torch.cuda.nvtx._nvtx), by identity.
+                entries[key] = value
         found[name] = entries
     return found
 
@@ -46,6 +49,9 @@ def differences(before, after):
         # lazily bound names appear there as torch imports more of itself).
         classes = {k for k, v in attrs.items() if inspect.isclass(v) and k not in replaced}
         out |= {f"{name}.{k}" for k in now if k not in attrs and k.split(".")[0] in classes}
+        # Functions added to torch._C (the bindings a CUDA build would have).
+        if name == "torch._C":
+            out |= {f"{name}.{k}" for k, v in now.items() if k not in attrs and "." not in k and (inspect.isfunction(v) or inspect.isbuiltin(v))}
     return out
 
 before = snapshot()
@@ -87,11 +93,12 @@ def test_with_the_import_exactly_the_inventory_is_patched(python):
         sites="list(__import__('torch_npu._patches.transfer_to_npu', fromlist=['sites']).sites())",
     )
     assert result["applied_group"] == result["group_inventory"] == [
-        "cuda_module", "autocast", "grad_scaler", "generator", "process_group", "tensor_cuda",
-        "compile_wrappers",
+        "cuda_module", "autocast", "autocast_state", "custom_fwd", "grad_scaler", "generator",
+        "process_group", "nccl_availability", "tensor_cuda", "storage_to", "map_location_dict", "nvtx",
+        "parallel_comm", "compile_wrappers",
     ]
     assert sorted(result["changed"]) == sorted(result["sites"]), sorted(set(result["changed"]) ^ set(result["sites"]))
-    assert len(result["sites"]) == 12  # far fewer than the 53 of the Ascend package
+    assert len(result["sites"]) == 34  # fewer than the 53 of the Ascend package
     assert result["modes_added"] == 0  # eager calls pass through no mode
     assert result["cuda_dispatch"] is True
     assert result["cuda_available"] is True
@@ -120,7 +127,9 @@ def test_revert_undoes_the_whole_group(python):
         "    torch.zeros(1, device='cuda'); refused = False\n"
         "except (RuntimeError, AssertionError):\n"
         "    refused = True\n"
-        "assert refused and not torch.ones(1, device='npu').is_cuda",
+        "assert refused and not torch.ones(1, device='npu').is_cuda\n"
+        "import torch.serialization\n"
+        "assert not [e for e in torch.serialization._package_registry if 'transfer_to_npu' in e[2].__module__]",
     )
     assert result["applied_group"] == []
     assert result["changed"] == []

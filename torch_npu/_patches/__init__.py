@@ -53,8 +53,9 @@ _applied: list[str] = []
 # module (never by the trigger) and counted apart from PATCHES: group -> its patch modules.
 GROUPS: dict[str, tuple[str, ...]] = {
     "transfer_to_npu": (
-        "cuda_module", "autocast", "grad_scaler", "generator", "process_group", "tensor_cuda",
-        "compile_wrappers",
+        "cuda_module", "autocast", "autocast_state", "custom_fwd", "grad_scaler", "generator",
+        "process_group", "nccl_availability", "tensor_cuda", "storage_to", "map_location_dict",
+        "nvtx", "parallel_comm", "compile_wrappers",
     ),
 }
 

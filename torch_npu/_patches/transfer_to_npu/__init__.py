@@ -11,11 +11,19 @@ change:
     Calls without a cuda device (``a + b``) do not pass through anything of it.
   - ``device_mode``: a TorchFunctionMode that rewrites cuda device arguments for Dynamo,
     entered only around calls of compiled functions, with a Python twin Dynamo traces.
+  - ``checkpoint_location``: a ``torch.serialization`` package entry that restores storages
+    saved on or mapped to ``cuda`` (``torch.load(map_location="cuda")``) on npu.
 * The patches (``PATCHES``), for what neither reaches: ``cuda_module`` (the ``torch.cuda``
-  API served by ``torch.npu``), ``autocast`` (``torch.autocast("cuda")``), ``grad_scaler``
-  (``GradScaler("cuda")``), ``generator`` (``torch.Generator("cuda")``), ``process_group``
-  (``"nccl"`` -> ``"hccl"``), ``tensor_cuda`` (``Tensor.cuda()`` and ``is_cuda``) and
-  ``compile_wrappers`` (torch.compile's calls enter the mode). Each module's docstring says
+  API served by ``torch.npu``, cuda device arguments included), ``autocast``
+  (``torch.autocast("cuda")``), ``autocast_state`` (``torch.is_autocast_enabled("cuda")``
+  and the other state functions), ``custom_fwd`` (``custom_fwd(cast_inputs=...)`` casts npu
+  tensors), ``grad_scaler`` (``GradScaler("cuda")``), ``generator``
+  (``torch.Generator("cuda")``), ``process_group`` (``"nccl"`` -> ``"hccl"``),
+  ``nccl_availability`` (``dist.is_nccl_available()``), ``tensor_cuda`` (``Tensor.cuda()``
+  and ``is_cuda``), ``storage_to`` (``storage.cuda()``), ``map_location_dict`` (a
+  ``map_location`` dict's cuda keys apply to npu-saved storages), ``nvtx`` (``torch.cuda.nvtx``
+  ranges as npu profiler ranges), ``parallel_comm`` (the ``torch._C`` copies
+  ``nn.DataParallel`` needs) and ``compile_wrappers`` (torch.compile's calls enter the mode). Each module's docstring says
   why no extension point serves and when it can go; ``sites()`` names exactly what it changes.
 
 ``apply()`` imports every module it modifies itself (``torch.cuda``, ``torch.distributed``)
@@ -30,8 +38,9 @@ import importlib
 
 # Patch modules of this group, in application order.
 PATCHES: tuple[str, ...] = (
-    "cuda_module", "autocast", "grad_scaler", "generator", "process_group", "tensor_cuda",
-    "compile_wrappers",
+    "cuda_module", "autocast", "autocast_state", "custom_fwd", "grad_scaler", "generator",
+    "process_group", "nccl_availability", "tensor_cuda", "storage_to", "map_location_dict", "nvtx",
+    "parallel_comm", "compile_wrappers",
 )
 
 # What the group registers through PyTorch's and Python's own mechanisms (not patches).
@@ -41,6 +50,9 @@ REGISTRATIONS: tuple[str, ...] = (
     "torch::utils::set_requires_device_init(CUDA, false): device_dispatch",
     "torch.overrides.TorchFunctionMode: device_mode.CudaToNpuMode, entered around compiled calls",
     "torch.compiler.substitute_in_graph: device_mode.python_torch_function for the C handler",
+    "torch.serialization.register_package: checkpoint_location, cuda locations restored on npu",
+    "torch._dynamo.variables.torch.constant_fold_functions: autocast_state's originals "
+    "(is_autocast_enabled, get_autocast_dtype, get_autocast_gpu_dtype), at Dynamo's import",
 )
 
 _applied: list[str] = []
@@ -59,10 +71,11 @@ def apply() -> None:
         for name in PATCHES:
             _patch_module(name).apply()
             done.append(name)
-        from . import device_dispatch, device_mode
+        from . import checkpoint_location, device_dispatch, device_mode
 
         device_mode.install()
         device_dispatch.install()
+        checkpoint_location.install()
     except BaseException:
         _undo(done)
         raise
@@ -77,8 +90,9 @@ def revert() -> None:
 
 
 def _undo(done: list[str]) -> None:
-    from . import device_dispatch, device_mode
+    from . import checkpoint_location, device_dispatch, device_mode
 
+    checkpoint_location.uninstall()
     device_dispatch.uninstall()
     device_mode.uninstall()
     for name in reversed(done):

@@ -143,6 +143,10 @@ def register_dynamo_twin() -> None:
     substitute_in_graph(_C._device_redirect_torch_function, skip_signature_check=True)(
         python_torch_function
     )
+    # The group's other Dynamo registration rides on the same trigger.
+    from . import autocast_state
+
+    autocast_state.register_with_dynamo()
     _twin_registered = True
 
 
