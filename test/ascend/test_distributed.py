@@ -82,3 +82,15 @@ def test_npu_rpc_backend_options_map_ints_to_npu_devices():
     assert opts.devices == [torch.device("npu", 1)]
     with pytest.raises(ValueError, match="not an npu device"):
         opts.set_device_map("worker3", {"cuda:0": 0})
+
+
+def test_pipelining_pipeline_splits_like_torch_and_rejects_ascend_only_modes():
+    from torch.distributed.pipelining import SplitPoint
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    x = torch.randn(2, 4)
+    pipe = npu_dist.pipelining.pipeline(model, (x,), split_spec={"1": SplitPoint.BEGINNING})
+    assert pipe.num_stages == 2
+    torch.testing.assert_close(pipe(x)[0], model(x))
+    with pytest.raises(RuntimeError, match="mode and atomic_units"):
+        npu_dist.pipelining.pipeline(model, (x,), mode="graph")

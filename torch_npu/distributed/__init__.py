@@ -5,7 +5,8 @@ this package loads when the first hccl group is created (``init_process_group("h
 ``"cpu:gloo,npu:hccl"``, or no backend at all on an npu machine) or when imported. The
 DTensor sharding strategies of the npu operators live in ``torch_npu.distributed.tensor``,
 which loads only when imported or first accessed here; so do the Ascend names
-``fsdp``, ``rpc``, ``run``, ``distributed_c10d`` and the uneven collectives.
+``fsdp``, ``pipelining``, ``rpc``, ``run``, ``distributed_c10d`` and the uneven
+collectives.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ __all__ = [
     "is_hccl_available", "reduce_scatter_tensor_uneven", "reinit_process_group",
 ]
 
-_LAZY_SUBMODULES = ("distributed_c10d", "fsdp", "rpc", "run", "tensor")
+_LAZY_SUBMODULES = ("distributed_c10d", "fsdp", "pipelining", "rpc", "run", "tensor")
 _LAZY_NAMES = {
     "reinit_process_group": "distributed_c10d",
     "reduce_scatter_tensor_uneven": "uneven_collectives",
