@@ -58,6 +58,35 @@ def test_bad_split_reinit_fsdp_and_availability(launch):
         assert res["fsdp_max_diff"] < 1e-6 and res["fsdp_class"].startswith("FSDP")
 
 
+def test_sync_batch_norm_over_two_ranks_equals_batch_norm_of_the_whole_batch(launch):
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(7)
+    full_x = torch.randn(2 * WORLD, 3, 4, generator=g)
+    full_grad = torch.randn(2 * WORLD, 3, 4, generator=g)
+    weight, bias = torch.randn(3, generator=g), torch.randn(3, generator=g)
+    x, w, b = (t.double().requires_grad_() for t in (full_x, weight, bias))
+    running_mean, running_var = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+    y = F.batch_norm(x, running_mean, running_var, w, b, True, 0.1, 1e-5)
+    y.backward(full_grad.double())
+    w_grad_sum = torch.zeros(3, dtype=torch.float64)
+    b_grad_sum = torch.zeros(3, dtype=torch.float64)
+    for r in range(WORLD):
+        res = launch.result(r)
+        rows = slice(2 * r, 2 * r + 2)
+        torch.testing.assert_close(torch.tensor(res["sbn_out"], dtype=torch.float64), y.detach()[rows],
+                                   rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(torch.tensor(res["sbn_x_grad"], dtype=torch.float64), x.grad[rows],
+                                   rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(torch.tensor(res["sbn_running_mean"], dtype=torch.float64), running_mean)
+        torch.testing.assert_close(torch.tensor(res["sbn_running_var"], dtype=torch.float64), running_var)
+        w_grad_sum += torch.tensor(res["sbn_w_grad"], dtype=torch.float64)
+        b_grad_sum += torch.tensor(res["sbn_b_grad"], dtype=torch.float64)
+    # The weight and bias grads are each rank's share; DDP's averaging makes them whole.
+    torch.testing.assert_close(w_grad_sum, w.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(b_grad_sum, b.grad, rtol=1e-4, atol=1e-5)
+
+
 def test_reinit_without_a_group_is_a_clear_error():
     with pytest.raises(RuntimeError, match="init_process_group"):
         npu_dist.reinit_process_group()

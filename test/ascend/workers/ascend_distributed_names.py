@@ -78,5 +78,19 @@ npu_dist.fsdp.fully_shard(sharded)
 x = torch.randn(3, 4)
 results["fsdp_max_diff"] = float((sharded(x.to(dev)).detach().cpu() - whole(x).detach()).abs().max())
 results["fsdp_class"] = type(sharded).__name__
+# utils.syncbatchnorm.SyncBatchNorm: statistics over both ranks' rows
+from torch_npu.utils.syncbatchnorm import SyncBatchNorm  # noqa: E402
+
+g = torch.Generator().manual_seed(7)
+full_x = torch.randn(2 * world, 3, 4, generator=g)
+full_grad = torch.randn(2 * world, 3, 4, generator=g)
+weight, bias = torch.randn(3, generator=g), torch.randn(3, generator=g)
+x = full_x[2 * rank:2 * rank + 2].to(dev).requires_grad_()
+w, b = weight.to(dev).requires_grad_(), bias.to(dev).requires_grad_()
+running_mean, running_var = torch.zeros(3, device=dev), torch.ones(3, device=dev)
+y = SyncBatchNorm.apply(x, w, b, running_mean, running_var, 1e-5, 0.1, dist.group.WORLD, world)
+y.backward(full_grad[2 * rank:2 * rank + 2].to(dev))
+results.update(sbn_out=listed(y), sbn_x_grad=listed(x.grad), sbn_w_grad=listed(w.grad), sbn_b_grad=listed(b.grad),
+               sbn_running_mean=listed(running_mean), sbn_running_var=listed(running_var))
 report(**results)
 dist.destroy_process_group()
