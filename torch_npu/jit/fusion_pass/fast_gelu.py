@@ -16,10 +16,20 @@ graph(%x, %approximate):
     %r = aten::gelu(%x, %approximate)
     return (%r)"""
 
-FAST_GELU_REPLACEMENT = """
+# The operator the pass rewrites to ("namespace::name", one Tensor in, one out).
+FAST_GELU_OP = "npu::npu_fast_gelu"
+
+
+def _replacement(op: str) -> str:
+    return f"""
 graph(%x, %approximate):
-    %r = npu::npu_fast_gelu(%x)
+    %r = {op}(%x)
     return (%r)"""
+
+
+def _op_exists(op: str) -> bool:
+    namespace, _, name = op.partition("::")
+    return hasattr(getattr(torch.ops, namespace), name)
 
 
 def _graphs(jit_mod):
@@ -36,9 +46,10 @@ def _graphs(jit_mod):
 
 def fast_gelu_pass(jit_mod):
     """Rewrites every ``aten::gelu`` of ``jit_mod``'s graphs into ``npu::npu_fast_gelu`` in place."""
-    if not hasattr(torch.ops.npu, "npu_fast_gelu"):
-        raise RuntimeError("fast_gelu_pass needs the npu_fast_gelu operator (torch.ops.npu.npu_fast_gelu), "
-                           "which this torch_npu build does not register")
+    op = FAST_GELU_OP
+    if not _op_exists(op):
+        raise RuntimeError(f"fast_gelu_pass needs the {op} operator, which this torch_npu build does not register")
+    replacement = _replacement(op)
     for graph in _graphs(jit_mod):
-        torch._C._jit_pass_custom_pattern_based_rewrite_graph(GELU_PATTERN, FAST_GELU_REPLACEMENT, graph)
+        torch._C._jit_pass_custom_pattern_based_rewrite_graph(GELU_PATTERN, replacement, graph)
     return jit_mod
