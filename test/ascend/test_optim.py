@@ -313,3 +313,19 @@ def test_unimplemented_update_is_a_clear_error():
     opt = NpuFusedOptimizerBase([p], dict(lr=0.1))
     with pytest.raises(NotImplementedError, match="_init_param_state"):
         opt.step()
+
+
+def test_grad_scaler_steps_a_fused_optimizer_as_it_steps_torch_optim():
+    def run(opt_cls):
+        model = small_model().npu()
+        opt = opt_cls(model.parameters(), lr=0.01)
+        scaler = torch.amp.GradScaler("npu", init_scale=2.0 ** 10)
+        for x, y in batches(4):
+            opt.zero_grad()
+            scaler.scale(F.mse_loss(model(x.npu()), y.npu())).backward()
+            scaler.step(opt)
+            scaler.update()
+        return [p.detach().cpu() for p in model.parameters()]
+
+    for fused, plain in zip(run(NpuFusedAdam), run(torch.optim.Adam)):
+        assert torch.equal(fused, plain)
