@@ -124,6 +124,8 @@ class NpuFusedOptimizerBase(Optimizer):
             for p in members:
                 if not p.is_contiguous():
                     p.set_(p.contiguous())
+                # A grad that is strided, or that shares the parameter's memory, gets memory of
+                # its own first: each combined buffer must own its members exclusively.
                 if not p.grad.is_contiguous() or p.grad.untyped_storage().data_ptr() == p.untyped_storage().data_ptr():
                     p.grad = p.grad.contiguous().clone()
             param = npu_combine_tensors(list(members))
