@@ -1,0 +1,1 @@
+"""torch_npu.distributed.rpc: RPC backend options that accept npu device maps."""

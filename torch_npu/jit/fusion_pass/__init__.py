@@ -1,0 +1,1 @@
+"""The built-in TorchScript fusion passes, one module per pattern."""
