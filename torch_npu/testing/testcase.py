@@ -236,7 +236,7 @@ class TestCase(expecttest.TestCase):
         if is_uncoalesced and nnz > 0:
             values = torch.cat([values, torch.randn_like(values)], 0)
             indices = torch.cat([indices, indices], 1)
-        tensor = torch.sparse_coo_tensor(indices, values, size, device=device)
+        tensor = torch.sparse_coo_tensor(indices, values, size, device=device, check_invariants=True)
         return tensor, indices, values
 
     def safeToDense(self, t):  # noqa: N802
