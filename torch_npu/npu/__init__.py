@@ -15,6 +15,7 @@ import importlib
 from typing import Any
 
 from . import _utils, amp
+from .lazy_calls import _lazy_call
 from .amp import (
     get_amp_supported_dtype,
     get_autocast_dtype,
@@ -97,7 +98,14 @@ _LAZY_NAMES = {
 _INDUCTOR_CODEGEN_NAMES = frozenset({"Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen"})
 
 
+# Submodules Ascend code reaches as attributes (``torch_npu.npu.utils.get_cann_version()``),
+# imported on first access.
+_LAZY_SUBMODULES = frozenset({"utils", "npu_config", "autocast_utils", "aclnn", "cann_version", "overflow"})
+
+
 def __getattr__(name: str) -> Any:
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
     if name == "graphs":  # torch.npu.graphs.capture_report, as torch.cuda.graphs is reachable
         return importlib.import_module(f"{__name__}.graphs")
     if name == "_initialized":
@@ -136,7 +144,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY_NAMES) | {"default_generators"})
+    return sorted(set(globals()) | set(_LAZY_NAMES) | _LAZY_SUBMODULES | {"default_generators"})
 
 
 __all__ = [
