@@ -110,6 +110,9 @@ class TestCase(expecttest.TestCase):
         """
         if prec is None:
             prec = self.precision
+        if not isinstance(prec, numbers.Real) or isinstance(prec, bool):
+            raise TypeError(f"assertEqual: prec (the third argument) must be a number, got {prec!r}; "
+                            "pass a failure message as message=")
         if isinstance(x, numbers.Number) and isinstance(y, torch.Tensor):
             x, y = y, x
         if isinstance(x, torch.Tensor) and isinstance(y, numbers.Number):
