@@ -302,5 +302,61 @@ class TestGraphs(TestCase):
             torch.npu.super_kernel_scope_begin(3)
 
 
+class TestNpugraphEx(TestCase):
+    def test_compile_fx_patterns_scopes_and_cache(self):
+        import io
+        import tempfile
+
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        from torch_npu.npu import npugraph_ex
+
+        def f(x, y):
+            return torch.sigmoid(x * 2) + y
+
+        cpu_x, x = create_common_tensor([np.float32, 2, (4, 4)], -2, 2)
+        cpu_y, y = create_common_tensor([np.float32, 2, (4, 4)], -2, 2)
+        expected = f(cpu_x, cpu_y)
+        compiled = npugraph_ex.compile_fx(make_fx(f)(x, y), [x, y], options={"optimize_fx": True})
+        self.assertRtolEqual(expected, compiled([x, y]).cpu())
+        with self.assertRaisesRegex(ValueError, "unknown npugraph_ex option"):
+            npugraph_ex.compile_fx(make_fx(f)(x, y), [x, y], options={"fast": True})
+
+        # A registered pattern rewrites the graphs compile_fx compiles.
+        def search(a):
+            return torch.sigmoid(a)
+
+        def replace(a):
+            return 1.0 / (1.0 + torch.exp(-a))
+
+        self.assertTrue(npugraph_ex.register_replacement(search, replace, [torch.empty(4, 4, device="npu")]))
+        gm = make_fx(f)(x, y)
+        compiled = npugraph_ex.compile_fx(gm, [x, y])
+        self.assertNotIn("sigmoid", gm.code)
+        self.assertIn("exp", gm.code)
+        self.assertRtolEqual(expected, compiled([x, y]).cpu())
+
+        stream = torch.npu.current_stream()
+        before = torch.npu.get_stream_limit(stream)
+        with npugraph_ex.scope.limit_core_num(2, 3):
+            self.assertEqual(torch.npu.get_stream_limit(stream), {"cube_core_num": 2, "vector_core_num": 3})
+        self.assertEqual(torch.npu.get_stream_limit(stream), before)
+        with npugraph_ex.scope.deterministic(2):
+            self.assertTrue(torch.are_deterministic_algorithms_enabled())
+        self.assertFalse(torch.are_deterministic_algorithms_enabled())
+
+        cached = npugraph_ex.inference.cache_compile(f, cache_dir=tempfile.mkdtemp(), tp_rank=1)
+        self.assertRtolEqual(expected, cached(x, y).cpu())
+        self.assertTrue(cached.cache_dir.endswith("world0_tp1_pp0"))
+        printed = io.StringIO()
+        text = npugraph_ex.inference.readable_cache(cached.cache_dir, file=printed)
+        self.assertIn("def forward", text)
+        self.assertEqual(printed.getvalue().strip(), text.strip())
+        with self.assertRaises(FileNotFoundError):
+            npugraph_ex.inference.readable_cache("/no/such/cache")
+        with self.assertRaises(ValueError):
+            npugraph_ex.inference.cache_compile(f, tp_rank=-1)
+
+
 if __name__ == "__main__":
     run_tests()

@@ -100,7 +100,8 @@ _INDUCTOR_CODEGEN_NAMES = frozenset({"Scheduling", "PythonWrapperCodegen", "CppW
 
 # Submodules Ascend code reaches as attributes (``torch_npu.npu.utils.get_cann_version()``),
 # imported on first access.
-_LAZY_SUBMODULES = frozenset({"utils", "npu_config", "autocast_utils", "aclnn", "cann_version", "overflow"})
+_LAZY_SUBMODULES = frozenset({"utils", "npu_config", "autocast_utils", "aclnn", "cann_version", "overflow",
+                              "npugraph_ex"})
 
 
 def __getattr__(name: str) -> Any:
