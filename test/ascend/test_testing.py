@@ -261,6 +261,28 @@ class TestSkipConditions(TestCase):
         self.assertRtolEqual(torch.ones(3), t)
 
 
+def test_npu_memory_leak_check_fails_a_leaking_test():
+    kept = []
+
+    class Leaky(TestCase):
+        _do_npu_memory_leak_check = True
+
+        def test_leaks(self):
+            kept.append(torch.empty(1 << 20, dtype=torch.uint8, device="npu"))
+
+        def test_frees(self):
+            x = torch.empty(1 << 20, dtype=torch.uint8, device="npu")
+            del x
+
+    torch.npu.init()
+    suite = unittest.TestSuite([Leaky("test_leaks"), Leaky("test_frees")])
+    result = unittest.TestResult()
+    suite.run(result)
+    assert [t.id().rsplit(".", 1)[-1] for t, _ in result.failures] == ["test_leaks"]
+    assert "leaked npu memory" in result.failures[0][1]
+    kept.clear()
+
+
 def test_supported_devices_on_each_card_model():
     code = (
         "import unittest, torch, torch_npu\n"
