@@ -301,6 +301,54 @@ class TestGraphs(TestCase):
         with self.assertRaises(TypeError):
             torch.npu.super_kernel_scope_begin(3)
 
+    def test_task_group_update_changes_what_replays_compute(self):
+        cpu_q, q = create_common_tensor([np.float32, 2, (2, 4, 8)], -1, 1)
+        cpu_k, k = create_common_tensor([np.float32, 2, (2, 6, 8)], -1, 1)
+
+        def masked_scores(query, key, length, out=None):
+            # Attention scores over the first `length` keys, the others set to 0.
+            scores = torch.matmul(query, key.transpose(1, 2))
+            keep = torch.arange(key.shape[1], device=key.device) < length
+            return torch.where(keep, scores, torch.zeros((), device=key.device), out=out)
+
+        out = torch.empty(2, 4, 6, device="npu")
+        g = torch.npu.NPUGraph()
+        torch.npu.synchronize()
+        with torch.npu.graph(g):
+            capture_stream = torch.npu.current_stream()
+            torch.npu.graph_task_group_begin(capture_stream)
+            masked_scores(q, k, 3, out=out)
+            handle = torch.npu.graph_task_group_end(capture_stream)
+            total = out.sum(-1)
+        g.replay()
+        self.assertRtolEqual(masked_scores(cpu_q, cpu_k, 3), out.cpu())
+        update_stream = torch.npu.Stream()
+        with torch.npu.stream(update_stream):
+            torch.npu.graph_task_update_begin(update_stream, handle)
+            masked_scores(q, k, 5, out=out)
+            torch.npu.graph_task_update_end(update_stream)
+        self.assertRtolEqual(masked_scores(cpu_q, cpu_k, 3), out.cpu())  # recorded, not run
+        for length in (5, 2):
+            if length == 2:
+                with torch.npu.stream(update_stream):
+                    torch.npu.graph_task_update_begin(update_stream, handle)
+                    masked_scores(q, k, 2, out=out)
+                    torch.npu.graph_task_update_end(update_stream)
+            g.replay()
+            torch.npu.synchronize()
+            expected = masked_scores(cpu_q, cpu_k, length)
+            self.assertRtolEqual(expected, out.cpu())
+            self.assertRtolEqual(expected.sum(-1), total.cpu())  # later tasks read the update
+
+        with self.assertRaisesRegex(RuntimeError, "not capturing"):
+            torch.npu.graph_task_group_begin(torch.npu.current_stream())
+        with self.assertRaisesRegex(RuntimeError, "no update is open"):
+            torch.npu.graph_task_update_end(torch.npu.current_stream())
+        with self.assertRaisesRegex(RuntimeError, "current stream"):
+            torch.npu.graph_task_update_begin(update_stream, handle)
+        with self.assertRaises(TypeError):
+            torch.npu.graph_task_update_begin(torch.npu.current_stream(), "handle")
+
 
 class TestNpugraphEx(TestCase):
     def test_compile_fx_patterns_scopes_and_cache(self):

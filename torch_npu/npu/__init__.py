@@ -39,10 +39,11 @@ from .devices import (
     can_device_access_peer,
     synchronize,
 )
-from . import ascend_options, deterministic, external_streams, hardware_only, legacy_types, memory, sync_debug
+from . import ascend_options, deterministic, external_streams, graph_task_update, hardware_only, legacy_types, memory, sync_debug
 from .ascend_options import *  # noqa: F403  (start-up options with no effect on a simulator)
 from .deterministic import *  # noqa: F403
 from .external_streams import *  # noqa: F403
+from .graph_task_update import *  # noqa: F403  (task updates of captured graphs)
 from .hardware_only import *  # noqa: F403  (names that need a physical card)
 from .legacy_types import *  # noqa: F403  (torch.npu.FloatTensor, torch.npu.FloatStorage, ...)
 from .memory import *  # noqa: F403
@@ -156,6 +157,7 @@ __all__ = [
     *ascend_options.__all__,
     *deterministic.__all__,
     *external_streams.__all__,
+    *graph_task_update.__all__,
     *hardware_only.__all__,
     *legacy_types.__all__,
     *sync_debug.__all__,

@@ -31,17 +31,13 @@ from torch import Tensor
 
 import torch_npu._C as _C
 
-from .hardware_only import (
-    _GRAPH_TASK_INSTEAD,
-    _GRAPH_TASK_WHY,
-    _unsupported,
+from .graph_task_update import (
     graph_task_group_begin,
     graph_task_group_end,
     graph_task_update_begin,
     graph_task_update_end,
-    super_kernel_scope_begin,
-    super_kernel_scope_end,
 )
+from .hardware_only import _GRAPH_TASK_INSTEAD, _GRAPH_TASK_WHY, _unsupported, super_kernel_scope_begin, super_kernel_scope_end
 
 __all__ = [
     "graph_task_group_begin",

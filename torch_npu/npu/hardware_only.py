@@ -3,7 +3,7 @@
 They exist so that code written for the card imports and runs up to them. Health
 checks and hint-only calls answer as a healthy, idle card would (documented below);
 calls whose whole purpose needs hardware or its driver (operator data dumps, BLAS
-handles, device fault injection, model obfuscation, captured-graph task updates)
+handles, device fault injection, model obfuscation, dispatch-recorded graph updates)
 raise a RuntimeError that says so and what to do instead, rather than silently doing
 nothing.
 """
@@ -30,10 +30,6 @@ __all__ = [
     "obfuscation_calculate",
     "super_kernel_scope_begin",
     "super_kernel_scope_end",
-    "graph_task_group_begin",
-    "graph_task_group_end",
-    "graph_task_update_begin",
-    "graph_task_update_end",
     "NpuGraphOpHandler",
     "register_npu_graph_handler",
 ]
@@ -148,34 +144,17 @@ def super_kernel_scope_end(scope_name=None) -> None:
     _check_scope_name(scope_name)
 
 
-_GRAPH_TASK_WHY = "updating the parameters of tasks inside a captured graph needs the card's graph runtime"
-_GRAPH_TASK_INSTEAD = "Re-capture the graph with the new parameters, or keep them in static input tensors."
-
-
-def graph_task_group_begin(stream) -> NoReturn:
-    """Group captured tasks for a later update; raises on the simulator."""
-    _unsupported("graph_task_group_begin", _GRAPH_TASK_WHY, _GRAPH_TASK_INSTEAD)
-
-
-def graph_task_group_end(stream) -> NoReturn:
-    """End a captured task group; raises on the simulator."""
-    _unsupported("graph_task_group_end", _GRAPH_TASK_WHY, _GRAPH_TASK_INSTEAD)
-
-
-def graph_task_update_begin(stream, handle) -> NoReturn:
-    """Start updating a captured task group; raises on the simulator."""
-    _unsupported("graph_task_update_begin", _GRAPH_TASK_WHY, _GRAPH_TASK_INSTEAD)
-
-
-def graph_task_update_end(stream) -> NoReturn:
-    """End updating a captured task group; raises on the simulator."""
-    _unsupported("graph_task_update_end", _GRAPH_TASK_WHY, _GRAPH_TASK_INSTEAD)
+_GRAPH_TASK_WHY = ("updating operators recorded by dispatch (auto_dispatch_capture) needs the card's graph "
+                   "runtime")
+_GRAPH_TASK_INSTEAD = ("Update task groups with torch.npu.graph_task_group_begin/end and "
+                       "graph_task_update_begin/end, or re-capture the graph.")
 
 
 class NpuGraphOpHandler:
     """Base of handlers that update an operator's parameters inside a captured graph
     (``graph(..., auto_dispatch_capture=True)`` then ``NPUGraph.update``); instantiating
-    one, and each of its hooks, raises on the simulator (see ``graph_task_update_begin``)."""
+    one, and each of its hooks, raises on the simulator (task groups,
+    ``graph_task_group_begin``, are the update path that works)."""
 
     def __init__(self) -> None:
         _unsupported("NpuGraphOpHandler", _GRAPH_TASK_WHY, _GRAPH_TASK_INSTEAD)
