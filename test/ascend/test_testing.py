@@ -92,6 +92,36 @@ def test_instantiate_tests_made_one_test_per_dtype_and_format():
     assert "test_assert_rtol_equal_npu_float16_29" in names and "test_assert_rtol_equal_npu_bool_0" in names
 
 
+from torch_npu.testing.common_methods_invocations import op_db  # noqa: E402
+from torch_npu.testing.decorator import instantiate_ops_tests  # noqa: E402
+
+
+@instantiate_ops_tests(op_db)
+class TestOpDb(TestCase):
+    def test_correctness(self, device, dtype, op):
+        for sample in op.sample_inputs(device, dtype):
+            cpu_sample = sample.transform(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t)
+            if op.name == "normal":  # random: the same seed gives the same draws on npu as on cpu
+                torch.manual_seed(5)
+                expected = op(cpu_sample.input, *cpu_sample.args, **cpu_sample.kwargs)
+                torch.manual_seed(5)
+            else:
+                expected = op(cpu_sample.input, *cpu_sample.args, **cpu_sample.kwargs)
+            actual = op(sample.input, *sample.args, **sample.kwargs)
+            self.assertEqual(actual[0].device.type if isinstance(actual, tuple) else actual.device.type, "npu")
+            if isinstance(expected, tuple):
+                for e, a in zip(expected, actual):
+                    self.assertRtolEqual(e, a)
+            else:
+                self.assertRtolEqual(expected, actual)
+
+
+def test_instantiate_ops_tests_made_one_test_per_op_dtype_and_format():
+    names = sorted(n for n in vars(TestOpDb) if n.startswith("test"))
+    assert names == ["test_correctness_median_float16_2", "test_correctness_median_float32_2",
+                     "test_correctness_normal_number_mean_float32_2"]
+
+
 class TestComparisonsFailWhereTheyMust(TestCase):
     def test_rtol_equal_rejects_a_wrong_npu_result(self):
         cpu_x, npu_x = create_common_tensor([np.float32, 2, (4, 3)], 1, 100)
