@@ -262,7 +262,7 @@ class TestCase(expecttest.TestCase):
         else:
             ref_indices = indices.new_empty(indices.size(0), 0)
             ref_values = values.new_empty(0, *values.shape[1:])
-        reference = torch.sparse_coo_tensor(ref_indices, ref_values, t.size())._coalesced_(True)
+        reference = torch.sparse_coo_tensor(ref_indices, ref_values, t.size(), check_invariants=True)._coalesced_(True)
         self.assertEqual(coalesced._indices(), reference._indices())
         self.assertEqual(coalesced._values(), reference._values())
         return coalesced
