@@ -15,15 +15,16 @@ import re
 __all__ = ["get_cann_version", "simulated_cann_versions"]
 
 # Component -> version, in the formats the Ascend stack reports them.
+_SIMULATED_CANN_VERSION = "8.5.0"
 _DEFAULT_VERSIONS = {
-    "CANN": "8.3.RC1",
-    "RUNTIME": "8.3.RC1",
-    "COMPILER": "8.3.RC1",
-    "HCCL": "8.3.RC1",
-    "TOOLKIT": "8.3.RC1",
-    "OPP": "8.3.RC1",
-    "OPP_KERNEL": "8.3.RC1",
-    "DRIVER": "25.3.RC1",
+    "CANN": _SIMULATED_CANN_VERSION,
+    "RUNTIME": _SIMULATED_CANN_VERSION,
+    "COMPILER": _SIMULATED_CANN_VERSION,
+    "HCCL": _SIMULATED_CANN_VERSION,
+    "TOOLKIT": _SIMULATED_CANN_VERSION,
+    "OPP": _SIMULATED_CANN_VERSION,
+    "OPP_KERNEL": _SIMULATED_CANN_VERSION,
+    "DRIVER": "25.5.0",
 }
 
 # major.minor.RCn, major.minor.patch, major.minor.Tn, with an optional alpha suffix.
