@@ -42,7 +42,8 @@ IMPLEMENTED = {
     "DoubleStorage", "FloatStorage", "BoolTensor", "ByteTensor", "CharTensor", "DoubleTensor", "FloatTensor",
     "HalfTensor", "IntTensor", "LongTensor", "ShortTensor", "BFloat16Tensor", "BFloat16Storage",
     "enable_deterministic_with_backward", "disable_deterministic_with_backward", "set_deterministic_level",
-    "mstx", "SyncLaunchStream", "NPUGraph", "graph", "graph_pool_handle", "is_current_stream_capturing",
+    "mstx", "SyncLaunchStream", "ExternalEvent", "graph_task_group_begin", "graph_task_group_end",
+    "graph_task_update_begin", "graph_task_update_end", "NPUGraph", "graph", "graph_pool_handle", "is_current_stream_capturing",
     "make_graphed_callables", "ipc_collect", "host_empty_cache", "host_memory_stats",
     "host_memory_stats_as_nested_dict", "reset_accumulated_host_memory_stats", "reset_peak_host_memory_stats",
 }
@@ -59,9 +60,8 @@ NO_OP = {
 RAISES = {
     "set_dump": ("acl.json",), "init_dump": (), "finalize_dump": (), "NPUPluggableAllocator": ("x.so", "a", "f"),
     "change_current_allocator": (None,), "current_blas_handle": (), "stop_device": (0,), "restart_device": (0,),
-    "ExternalEvent": (0,), "ExternalStream": (0,), "graph_task_group_begin": (None,), "graph_task_group_end": (None,),
-    "graph_task_update_begin": (None, None), "graph_task_update_end": (None,), "obfuscation_initialize": (),
-    "obfuscation_finalize": (), "obfuscation_calculate": (), "NpuGraphOpHandler": (),
+    "ExternalStream": (0,),
+    "obfuscation_initialize": (1024, 0, 1), "obfuscation_finalize": (3,), "obfuscation_calculate": (3, None, None), "NpuGraphOpHandler": (),
     "register_npu_graph_handler": (None,),
 }
 MODULE_OF_RAISING_ATTRIBUTES = {"npurt"}

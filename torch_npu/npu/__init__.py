@@ -15,6 +15,7 @@ import importlib
 from typing import Any
 
 from . import _utils, amp
+from .lazy_calls import _lazy_call
 from .amp import (
     get_amp_supported_dtype,
     get_autocast_dtype,
@@ -38,10 +39,11 @@ from .devices import (
     can_device_access_peer,
     synchronize,
 )
-from . import ascend_options, deterministic, external_streams, hardware_only, legacy_types, memory, sync_debug
+from . import ascend_options, deterministic, external_streams, graph_task_update, hardware_only, legacy_types, memory, sync_debug
 from .ascend_options import *  # noqa: F403  (start-up options with no effect on a simulator)
 from .deterministic import *  # noqa: F403
 from .external_streams import *  # noqa: F403
+from .graph_task_update import *  # noqa: F403  (task updates of captured graphs)
 from .hardware_only import *  # noqa: F403  (names that need a physical card)
 from .legacy_types import *  # noqa: F403  (torch.npu.FloatTensor, torch.npu.FloatStorage, ...)
 from .memory import *  # noqa: F403
@@ -97,7 +99,15 @@ _LAZY_NAMES = {
 _INDUCTOR_CODEGEN_NAMES = frozenset({"Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen"})
 
 
+# Submodules Ascend code reaches as attributes (``torch_npu.npu.utils.get_cann_version()``),
+# imported on first access.
+_LAZY_SUBMODULES = frozenset({"utils", "npu_config", "autocast_utils", "aclnn", "cann_version", "overflow",
+                              "npugraph_ex"})
+
+
 def __getattr__(name: str) -> Any:
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
     if name == "graphs":  # torch.npu.graphs.capture_report, as torch.cuda.graphs is reachable
         return importlib.import_module(f"{__name__}.graphs")
     if name == "_initialized":
@@ -136,7 +146,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY_NAMES) | {"default_generators"})
+    return sorted(set(globals()) | set(_LAZY_NAMES) | _LAZY_SUBMODULES | {"default_generators"})
 
 
 __all__ = [
@@ -147,6 +157,7 @@ __all__ = [
     *ascend_options.__all__,
     *deterministic.__all__,
     *external_streams.__all__,
+    *graph_task_update.__all__,
     *hardware_only.__all__,
     *legacy_types.__all__,
     *sync_debug.__all__,

@@ -67,7 +67,7 @@ def _check_bool(value: Any, what: str) -> bool:
     return value
 
 
-def set_compile_mode(jit_compile: bool = True) -> None:
+def set_compile_mode(jit_compile=False) -> None:
     """Choose JIT operator compilation (True) or prebuilt operator binaries (False).
     Operators are CPU kernels on the simulator: remembered, no effect."""
     _state["jit_compile"] = _check_bool(jit_compile, "jit_compile")
@@ -185,9 +185,18 @@ def _check_core_num(value: Any, what: str) -> int:
     return value
 
 
-def set_device_limit(device: Any, cube_num: int = -1, vector_num: int = -1) -> None:
-    """Limit how many cube/vector cores operators of ``device`` may use (reported by
-    ``get_device_limit``; the simulator runs on host threads and does not enforce it)."""
+def _device_limit_arguments(device: Any, cube_num: int = -1, vector_num: int = -1) -> tuple[Any, int, int]:
+    return device, cube_num, vector_num
+
+
+def set_device_limit(*args, **kwargs) -> None:
+    """``set_device_limit(device, cube_num=-1, vector_num=-1)``: limit how many cube/vector
+    cores operators of ``device`` may use (reported by ``get_device_limit``; the simulator
+    runs on host threads and does not enforce it)."""
+    try:
+        device, cube_num, vector_num = _device_limit_arguments(*args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"set_device_limit(device, cube_num=-1, vector_num=-1): {exc}") from None
     index = _get_device_index(device, optional=True)
     limits = get_device_limit(index)
     cube = _check_core_num(cube_num, "cube_num")
@@ -199,7 +208,7 @@ def set_device_limit(device: Any, cube_num: int = -1, vector_num: int = -1) -> N
     _device_limits[index] = limits
 
 
-def get_device_limit(device: Any = None) -> dict[str, int]:
+def get_device_limit(device: Any) -> dict[str, int]:
     """``{"cube_core_num": n, "vector_core_num": m}`` for ``device`` (default: the card's cores)."""
     index = _get_device_index(device, optional=True)
     if index in _device_limits:

@@ -13,6 +13,7 @@ import torch
 
 import torch_npu._C as _C
 
+from .lazy_calls import _run_queued_calls
 from ._utils import _DEVICE_COUNT, _current_device_index, _get_device_index, _npu_is_current_accelerator
 
 __all__ = [
@@ -56,9 +57,14 @@ def init() -> None:
     the ``spawn`` start method, as ``torch.cuda.init()`` does.
     """
     _C._init()
+    _run_queued_calls()
 
 
-_lazy_init = init
+def _lazy_init() -> None:
+    """Initialise the runtime, then run what ``_lazy_call`` queued. PyTorch calls this
+    before it makes the first npu tensor."""
+    _C._init()
+    _run_queued_calls()
 
 
 def _is_in_bad_fork() -> bool:
@@ -134,10 +140,10 @@ def synchronize(device: Any = None) -> None:
 
 
 
-def can_device_access_peer(device: Any, peer_device: Any) -> bool:
-    """Whether ``device`` can read and write memory of ``peer_device`` directly. All
+def can_device_access_peer(device_id: Any, peer_device_id: Any) -> bool:
+    """Whether ``device_id`` can read and write memory of ``peer_device_id`` directly. All
     simulated devices live in one host memory, so any two distinct devices can (a device
     is not its own peer, as with ``torch.cuda.can_device_access_peer``)."""
-    index = _get_device_index(device, optional=True)
-    peer = _get_device_index(peer_device)
+    index = _get_device_index(device_id, optional=True)
+    peer = _get_device_index(peer_device_id)
     return index != peer

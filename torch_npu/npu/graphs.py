@@ -31,7 +31,21 @@ from torch import Tensor
 
 import torch_npu._C as _C
 
+from .graph_task_update import (
+    graph_task_group_begin,
+    graph_task_group_end,
+    graph_task_update_begin,
+    graph_task_update_end,
+)
+from .hardware_only import _GRAPH_TASK_INSTEAD, _GRAPH_TASK_WHY, _unsupported, super_kernel_scope_begin, super_kernel_scope_end
+
 __all__ = [
+    "graph_task_group_begin",
+    "graph_task_group_end",
+    "graph_task_update_begin",
+    "graph_task_update_end",
+    "super_kernel_scope_begin",
+    "super_kernel_scope_end",
     "is_current_stream_capturing",
     "graph_pool_handle",
     "NPUGraph",
@@ -69,6 +83,9 @@ class NPUGraph(_C._Graph):
     call ``capture_begin``/``capture_end`` for you.
     """
 
+    def __init__(self) -> None:
+        super().__init__()
+
     def capture_begin(self, pool: int | None = None, capture_error_mode: str = "global") -> None:
         """Start capturing the work queued on the current stream into this graph.
 
@@ -102,6 +119,30 @@ class NPUGraph(_C._Graph):
         """The id of this graph's memory pool, usable as ``pool=`` for another capture."""
         return super().pool()
 
+    def update(self, cpu_update_input):
+        """Update the parameters of captured operators (captures made with
+        ``auto_dispatch_capture=True``); raises on the simulator, which has no task update."""
+        _unsupported("NPUGraph.update", _GRAPH_TASK_WHY, _GRAPH_TASK_INSTEAD)
+
+    def debug_dump(self, debug_path) -> None:
+        """Write a description of the captured graph (its node and kernel launch counts)
+        to the text file ``debug_path``; the card writes its graph dump there."""
+        path = os.fspath(debug_path)
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise ValueError(f"debug_dump: the directory of {path!r} does not exist")
+        with open(path, "w") as f:
+            f.write(f"NPUGraph pool={self.pool()} nodes={self.num_nodes()} "
+                    f"kernel_launches={self.num_kernel_launches()}\n")
+
+    def super_kernel_optimize(self, optimize_options=None, debug_options=None) -> None:
+        """Fuse the captured kernels into super kernels (a card optimisation). Options are
+        validated (dicts or None); the simulator replays kernels one by one, so nothing
+        changes."""
+        for name, options in (("optimize_options", optimize_options), ("debug_options", debug_options)):
+            if options is not None and not isinstance(options, dict):
+                raise TypeError(f"{name} must be a dict or None, got {type(options).__name__}")
+
 
 class graph:
     """Context manager that captures the npu work of its body into ``npu_graph``.
@@ -109,7 +150,9 @@ class graph:
     Arguments mirror ``torch.cuda.graph``: ``pool`` shares a memory pool with other
     captures; ``stream`` is the stream to capture on (default: a side stream of the
     current device shared by all ``graph`` contexts, so the capture does not sit on the
-    default stream); ``capture_error_mode`` is accepted for compatibility.
+    default stream); ``capture_error_mode`` is accepted for compatibility;
+    ``auto_dispatch_capture`` (Ascend: record operators for ``NPUGraph.update``) is
+    accepted and remembered, and ``update`` raises.
 
     If the body raises (for instance a host sync such as ``.item()``), the capture is
     closed and its partial recording dropped before the exception leaves the ``with``
@@ -131,8 +174,13 @@ class graph:
         npu_graph: NPUGraph,
         pool: int | None = None,
         stream: torch.Stream | None = None,
+        auto_dispatch_capture: bool = False,
         capture_error_mode: str = "global",
     ):
+        if not isinstance(auto_dispatch_capture, bool):
+            raise TypeError(f"auto_dispatch_capture must be a bool, got {type(auto_dispatch_capture).__name__}")
+        # Recorded for NPUGraph.update, which the simulator cannot offer (see there).
+        self.auto_dispatch_capture = auto_dispatch_capture
         if stream is None:
             index = torch.npu.current_device()
             streams = self.__class__.default_capture_streams

@@ -3,7 +3,7 @@
 They exist so that code written for the card imports and runs up to them. Health
 checks and hint-only calls answer as a healthy, idle card would (documented below);
 calls whose whole purpose needs hardware or its driver (operator data dumps, BLAS
-handles, device fault injection, model obfuscation, captured-graph task updates)
+handles, device fault injection, model obfuscation, dispatch-recorded graph updates)
 raise a RuntimeError that says so and what to do instead, rather than silently doing
 nothing.
 """
@@ -30,10 +30,6 @@ __all__ = [
     "obfuscation_calculate",
     "super_kernel_scope_begin",
     "super_kernel_scope_end",
-    "graph_task_group_begin",
-    "graph_task_group_end",
-    "graph_task_update_begin",
-    "graph_task_update_end",
     "NpuGraphOpHandler",
     "register_npu_graph_handler",
 ]
@@ -78,12 +74,18 @@ def clear_npu_overflow_flag() -> None:
     """Clear the overflow flag (never set on the simulator, see ``get_npu_overflow_flag``)."""
 
 
-def stress_detect(mode: int = 0) -> int:
-    """Hardware stress test of the AI cores; 0 means healthy, as the simulated device always is."""
+_STRESS_DETECT_TYPES = ("aic", "hccs")
+
+
+def stress_detect(detect_type="aic") -> int:
+    """Hardware stress test of the AI cores (``"aic"``) or the card interconnect
+    (``"hccs"``); 0 means healthy, as the simulated device always is."""
+    if detect_type not in _STRESS_DETECT_TYPES:
+        raise ValueError(f"stress_detect: detect_type must be one of {_STRESS_DETECT_TYPES}, got {detect_type!r}")
     return 0
 
 
-def check_uce_in_memory(device_id: Any = None) -> int:
+def check_uce_in_memory(device_id: Any) -> int:
     """Uncorrectable memory errors of the device; 0 (none): host memory has no device ECC to report."""
     _get_device_index(device_id, optional=True)
     return 0
@@ -101,71 +103,88 @@ def stop_device(device_id: Any) -> NoReturn:
                  "Test recovery paths on hardware.")
 
 
-def restart_device(device_id: Any, rebuild_all_resources: bool = False) -> NoReturn:
+def restart_device(device_id: Any, rebuild_all_resources: bool = False, disable_tensor_unsafe_check: bool = False) -> NoReturn:
     """Restart a stopped card; raises (see ``stop_device``)."""
     _unsupported("restart_device", "fault recovery stops and restarts a physical card",
                  "Test recovery paths on hardware.")
 
 
-def obfuscation_initialize(*args: Any, **kwargs: Any) -> NoReturn:
+def obfuscation_initialize(hidden_size, tp_rank, cmd, *, data_type=None, model_obf_seed_id=0, data_obf_seed_id=0,
+                           thread_num=4, obf_coefficient=1.0) -> NoReturn:
     """Model obfuscation of the card's secure runtime; raises."""
     _unsupported("obfuscation_initialize", "model obfuscation runs in the card's secure runtime",
                  "Run the model without obfuscation on the simulator.")
 
 
-def obfuscation_finalize(*args: Any, **kwargs: Any) -> NoReturn:
+def obfuscation_finalize(fd_to_close) -> NoReturn:
     """Model obfuscation of the card's secure runtime; raises."""
     _unsupported("obfuscation_finalize", "model obfuscation runs in the card's secure runtime",
                  "Run the model without obfuscation on the simulator.")
 
 
-def obfuscation_calculate(*args: Any, **kwargs: Any) -> NoReturn:
+def obfuscation_calculate(fd, x, param, *, obf_coefficient=1.0) -> NoReturn:
     """Model obfuscation of the card's secure runtime; raises."""
     _unsupported("obfuscation_calculate", "model obfuscation runs in the card's secure runtime",
                  "Run the model without obfuscation on the simulator.")
 
 
-def super_kernel_scope_begin(*args: Any, **kwargs: Any) -> None:
+def _check_scope_name(scope_name: Any) -> None:
+    if scope_name is not None and not isinstance(scope_name, str):
+        raise TypeError(f"scope_name must be a str or None, got {type(scope_name).__name__}")
+
+
+def super_kernel_scope_begin(scope_name=None) -> None:
     """Start of a region whose kernels the card fuses into one launch. A performance hint:
-    accepted, no effect (each kernel runs on the host as it comes)."""
+    validated, no effect (each kernel runs on the host as it comes)."""
+    _check_scope_name(scope_name)
 
 
-def super_kernel_scope_end(*args: Any, **kwargs: Any) -> None:
+def super_kernel_scope_end(scope_name=None) -> None:
     """End of a ``super_kernel_scope_begin`` region; no effect."""
+    _check_scope_name(scope_name)
 
 
-_GRAPH_TASK_WHY = "updating the parameters of tasks inside a captured graph needs the card's graph runtime"
-_GRAPH_TASK_INSTEAD = "Re-capture the graph with the new parameters, or keep them in static input tensors."
-
-
-def graph_task_group_begin(*args: Any, **kwargs: Any) -> NoReturn:
-    """Group captured tasks for a later update; raises on the simulator."""
-    _unsupported("graph_task_group_begin", _GRAPH_TASK_WHY, _GRAPH_TASK_INSTEAD)
-
-
-def graph_task_group_end(*args: Any, **kwargs: Any) -> NoReturn:
-    """End a captured task group; raises on the simulator."""
-    _unsupported("graph_task_group_end", _GRAPH_TASK_WHY, _GRAPH_TASK_INSTEAD)
-
-
-def graph_task_update_begin(*args: Any, **kwargs: Any) -> NoReturn:
-    """Start updating a captured task group; raises on the simulator."""
-    _unsupported("graph_task_update_begin", _GRAPH_TASK_WHY, _GRAPH_TASK_INSTEAD)
-
-
-def graph_task_update_end(*args: Any, **kwargs: Any) -> NoReturn:
-    """End updating a captured task group; raises on the simulator."""
-    _unsupported("graph_task_update_end", _GRAPH_TASK_WHY, _GRAPH_TASK_INSTEAD)
+_GRAPH_TASK_WHY = ("updating operators recorded by dispatch (auto_dispatch_capture) needs the card's graph "
+                   "runtime")
+_GRAPH_TASK_INSTEAD = ("Update task groups with torch.npu.graph_task_group_begin/end and "
+                       "graph_task_update_begin/end, or re-capture the graph.")
 
 
 class NpuGraphOpHandler:
-    """Base of handlers that update an operator's parameters inside a captured graph;
-    instantiating one raises on the simulator (see ``graph_task_update_begin``)."""
+    """Base of handlers that update an operator's parameters inside a captured graph
+    (``graph(..., auto_dispatch_capture=True)`` then ``NPUGraph.update``); instantiating
+    one, and each of its hooks, raises on the simulator (task groups,
+    ``graph_task_group_begin``, are the update path that works)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self) -> None:
         _unsupported("NpuGraphOpHandler", _GRAPH_TASK_WHY, _GRAPH_TASK_INSTEAD)
 
+    @staticmethod
+    def prepare_capture(func, args, kwargs):
+        """Hook before an operator is captured; raises on the simulator."""
+        _unsupported("NpuGraphOpHandler.prepare_capture", _GRAPH_TASK_WHY, _GRAPH_TASK_INSTEAD)
 
-def register_npu_graph_handler(*args: Any, **kwargs: Any) -> NoReturn:
+    @staticmethod
+    def postprocess_result(result, kwargs):
+        """Hook after an operator is captured; raises on the simulator."""
+        _unsupported("NpuGraphOpHandler.postprocess_result", _GRAPH_TASK_WHY, _GRAPH_TASK_INSTEAD)
+
+    @staticmethod
+    def update_args(dispatch_record, update_input):
+        """New arguments of a captured operator; raises on the simulator."""
+        _unsupported("NpuGraphOpHandler.update_args", _GRAPH_TASK_WHY, _GRAPH_TASK_INSTEAD)
+
+    @staticmethod
+    def get_update_specs(op_name):
+        """Which arguments of ``op_name`` can be updated; raises on the simulator."""
+        _unsupported("NpuGraphOpHandler.get_update_specs", _GRAPH_TASK_WHY, _GRAPH_TASK_INSTEAD)
+
+    @staticmethod
+    def record_wrap_kwarg(key, value, tensor_param_names):
+        """Record one keyword argument of a captured operator; raises on the simulator."""
+        _unsupported("NpuGraphOpHandler.record_wrap_kwarg", _GRAPH_TASK_WHY, _GRAPH_TASK_INSTEAD)
+
+
+def register_npu_graph_handler(op_names) -> NoReturn:
     """Register an ``NpuGraphOpHandler``; raises on the simulator."""
     _unsupported("register_npu_graph_handler", _GRAPH_TASK_WHY, _GRAPH_TASK_INSTEAD)

@@ -59,9 +59,10 @@ class NpuDeviceProperties:
 _properties_by_index: dict[int, NpuDeviceProperties] = {}
 
 
-def get_device_properties(device: Any = None) -> NpuDeviceProperties:
-    """Properties of ``device`` (default: current device)."""
-    index = _get_device_index(device, optional=True)
+def get_device_properties(device_name: Any = None) -> NpuDeviceProperties:
+    """Properties of the device ``device_name`` (an index, ``"npu:i"`` or ``torch.device``;
+    default: current device). Ascend's parameter name, kept for its keyword callers."""
+    index = _get_device_index(device_name, optional=True)
     props = _properties_by_index.get(index)
     if props is None:
         raw = _C._device_properties(index)
@@ -71,9 +72,10 @@ def get_device_properties(device: Any = None) -> NpuDeviceProperties:
     return props
 
 
-def get_device_name(device: Any = None) -> str:
-    """Name of ``device`` (default: current device)."""
-    return get_device_properties(device).name
+def get_device_name(device_name: Any = None) -> str:
+    """Name of the device ``device_name`` (default: current device): the card
+    ``TORCH_NPU_DEVICE_MODEL`` names, or the generic simulated NPU."""
+    return get_device_properties(device_name).name
 
 
 def get_device_capability(device: Any = None) -> tuple[int, int]:

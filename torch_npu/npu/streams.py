@@ -7,6 +7,7 @@ only add the ``torch.cuda``-style constructors and device checks.
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
@@ -73,8 +74,37 @@ class Stream(torch.Stream):
         event.record(self)
         return event
 
+    def query(self) -> bool:
+        """Whether all work queued on this stream has completed."""
+        return super().query()
+
+    def synchronize(self) -> None:
+        """Wait until all work queued on this stream has completed."""
+        super().synchronize()
+
+    def set_data_preprocess_stream(self, is_data_preprocess_stream=False) -> None:
+        """Mark this stream as the one data preprocessing (host-to-device input copies)
+        runs on. The card schedules such a stream apart; the simulator runs every stream
+        on the host in order, so the mark is validated and remembered
+        (``is_data_preprocess_stream`` attribute) and changes no result."""
+        if not isinstance(is_data_preprocess_stream, bool):
+            raise TypeError(
+                f"is_data_preprocess_stream must be a bool, got {type(is_data_preprocess_stream).__name__}"
+            )
+        _data_preprocess_streams[(self.device_index, self.stream_id)] = is_data_preprocess_stream
+
+    @property
+    def is_data_preprocess_stream(self) -> bool:
+        """What ``set_data_preprocess_stream`` set for this stream (False by default)."""
+        return _data_preprocess_streams.get((self.device_index, self.stream_id), False)
+
     def __repr__(self) -> str:
         return f"<torch.npu.Stream device={self.device} stream_id={self.stream_id}>"
+
+
+# Streams are re-wrapped on every current_stream() call, so the mark is kept by identity
+# (device, stream id) rather than on one Python object.
+_data_preprocess_streams: dict[tuple[int, int], bool] = {}
 
 
 class Event(torch.Event):
@@ -89,17 +119,50 @@ class Event(torch.Event):
     """
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> "Event":
-        return super().__new__(
+        event = super().__new__(
             cls,
             device=DEVICE_TYPE,
             enable_timing=enable_timing,
             blocking=blocking,
             interprocess=interprocess,
         )
+        event._timed = bool(enable_timing)
+        return event
 
     def record(self, stream: torch.Stream | None = None) -> None:
         """Record the event on ``stream`` (default: the current stream)."""
         super().record(_given_or_current_stream(stream, "Event.record"))
+        if self._timed:
+            # Work on the simulated device runs when it is queued, so the host clock at
+            # record time is the time the device reaches the event.
+            self._recorded_us = time.monotonic_ns() // 1000
+
+    def query(self) -> bool:
+        """Whether the work captured by this event has completed."""
+        return super().query()
+
+    def synchronize(self) -> None:
+        """Wait until the work captured by this event has completed."""
+        super().synchronize()
+
+    def ipc_handle(self):
+        """A handle another process can open this event by (``interprocess=True`` events)."""
+        return super().ipc_handle()
+
+    @classmethod
+    def from_ipc_handle(cls, device, handle):
+        """The event of an ``ipc_handle`` made by another process, on ``device``."""
+        return torch.Event.from_ipc_handle(device, handle)
+
+    def recorded_time(self) -> int:
+        """When the device reached this event, in microseconds of a monotonic clock (the
+        event needs ``enable_timing=True`` and to have been recorded)."""
+        if not self._timed:
+            raise RuntimeError("recorded_time needs an event created with enable_timing=True")
+        recorded = getattr(self, "_recorded_us", None)
+        if recorded is None:
+            raise RuntimeError("recorded_time: the event must be recorded before its time is asked")
+        return recorded
 
     def wait(self, stream: torch.Stream | None = None) -> None:
         """Make ``stream`` (default: the current stream) wait for this event."""
@@ -147,12 +210,12 @@ def set_stream(stream: torch.Stream | None) -> None:
 
 
 class StreamContext:
-    """Context manager that makes ``stream`` current on its device; ``None`` is a no-op."""
+    """Context manager that makes ``stream_ctx`` current on its device; ``None`` is a no-op."""
 
-    def __init__(self, stream: torch.Stream | None):
-        if stream is not None:
-            _check_npu_stream(stream, "torch.npu.stream")
-        self.stream = stream
+    def __init__(self, stream_ctx: torch.Stream | None):
+        if stream_ctx is not None:
+            _check_npu_stream(stream_ctx, "torch.npu.stream")
+        self.stream = stream_ctx
         self.src_prev_stream: torch.Stream | None = None
         self.dst_prev_stream: torch.Stream | None = None
 
@@ -189,3 +252,16 @@ def stream(stream: torch.Stream | None) -> StreamContext:
 # current stream is capturing an NPU graph, the launch is recorded for replay instead
 # of running now. Bound directly (no Python wrapper) because it sits on every launch.
 _launch_host_kernel = _C._launch_host_kernel
+
+
+_EXTERNAL_STREAM_NAMES = ("ExternalEvent", "ExternalStream", "SyncLaunchStream")
+
+
+def __getattr__(name: str) -> Any:
+    # The Ascend package also serves these classes from this module; they live in
+    # external_streams, which imports this module (hence resolved on access).
+    if name in _EXTERNAL_STREAM_NAMES:
+        from . import external_streams
+
+        return getattr(external_streams, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""Automatic mixed precision for npu: the autocast entry point and the gradient scaler.
+"""``torch.npu.amp.autocast_mode``: the npu autocast entry point and the thread's autocast state.
 
 ``autocast`` is a factory that returns a real ``torch.autocast("npu", ...)`` rather than a
 subclass: Dynamo and ``torch.export`` recognise ``torch.autocast`` itself and keep it as
@@ -11,7 +11,6 @@ import torch
 
 __all__ = [
     "autocast",
-    "GradScaler",
     "get_amp_supported_dtype",
     "is_bf16_supported",
     "custom_fwd",
@@ -30,7 +29,7 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
     return [torch.float16, torch.bfloat16]
 
 
-def is_bf16_supported(including_emulation: bool = True) -> bool:
+def is_bf16_supported(including_emulation: bool = False) -> bool:
     """Whether the device computes in bfloat16: True, except for a card without it
     (``TORCH_NPU_DEVICE_MODEL=Ascend310P*``)."""
     import torch_npu._C as _C
@@ -40,12 +39,13 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 def autocast(
     enabled: bool = True,
-    dtype: torch.dtype | None = None,
+    dtype: torch.dtype = torch.float16,
     cache_enabled: bool = True,
 ) -> torch.autocast:
     """``torch.autocast("npu", ...)``; use as a context manager or a decorator.
 
-    ``dtype`` defaults to ``torch.get_autocast_dtype("npu")`` (float16 unless changed).
+    ``dtype`` defaults to float16, as for ``torch.cuda.amp.autocast`` and Ascend's
+    ``torch.npu.amp.autocast``; ``dtype=None`` takes ``torch.get_autocast_dtype("npu")``.
     Unlike ``torch.autocast``, which warns and disables itself, an unsupported ``dtype``
     is an error here.
     """
@@ -55,33 +55,12 @@ def autocast(
     return torch.autocast(DEVICE_TYPE, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
 
-class GradScaler(torch.amp.GradScaler):
-    """``torch.amp.GradScaler`` bound to the npu device."""
-
-    def __init__(
-        self,
-        init_scale: float = 2.0**16,
-        growth_factor: float = 2.0,
-        backoff_factor: float = 0.5,
-        growth_interval: int = 2000,
-        enabled: bool = True,
-    ) -> None:
-        super().__init__(
-            DEVICE_TYPE,
-            init_scale=init_scale,
-            growth_factor=growth_factor,
-            backoff_factor=backoff_factor,
-            growth_interval=growth_interval,
-            enabled=enabled,
-        )
-
-
 def custom_fwd(fwd=None, *, cast_inputs: torch.dtype | None = None):
     """``torch.amp.custom_fwd`` for npu custom autograd functions."""
     return torch.amp.custom_fwd(fwd, device_type=DEVICE_TYPE, cast_inputs=cast_inputs)
 
 
-def custom_bwd(bwd=None):
+def custom_bwd(bwd):
     """``torch.amp.custom_bwd`` for npu custom autograd functions."""
     return torch.amp.custom_bwd(bwd, device_type=DEVICE_TYPE)
 
@@ -91,9 +70,9 @@ def is_autocast_enabled() -> bool:
     return torch.is_autocast_enabled(DEVICE_TYPE)
 
 
-def set_autocast_enabled(enabled: bool) -> None:
+def set_autocast_enabled(enable: bool) -> None:
     """Turn npu autocast on or off in this thread (``torch.set_autocast_enabled("npu", ...)``)."""
-    torch.set_autocast_enabled(DEVICE_TYPE, enabled)
+    torch.set_autocast_enabled(DEVICE_TYPE, enable)
 
 
 def get_autocast_dtype() -> torch.dtype:
