@@ -11,8 +11,8 @@
 // The runtime's own fused kernels (the ones npu_fusion_attention runs) stay reachable as
 // the `overrideable` backend for a user who asks for it alone
 // (torch.nn.attention.sdpa_kernel(SDPBackend.OVERRIDEABLE)), as a CUDA user can ask for one
-// fused kernel; there this file implements _scaled_dot_product_fused_attention_overrideable
-// and its backward.
+// fused kernel; for that backend this file implements
+// _scaled_dot_product_fused_attention_overrideable and its backward.
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
