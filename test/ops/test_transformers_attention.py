@@ -1,7 +1,9 @@
 """transformers' attention on npu: flash_attention_2 (its Ascend path, npu_fusion_attention) and
 sdpa equal cpu eager attention for tiny Llama, GPT-2 and BERT models built from configs.
 
-Forward and backward are compared, with padded batches (Llama's FA2 path then packs the batch
+With attn_implementation="sdpa", npu equals cpu's sdpa bit for bit (forward and parameter
+gradients: npu runs cpu's SDPA kernels); against cpu's eager attention, a different
+algorithm, results are close. Forward and backward are compared, with padded batches (Llama's FA2 path then packs the batch
 as TND with cumulative lengths) and generation for the decoder models. The calls transformers
 makes into npu_fusion_attention are recorded and checked: BSND with fewer key/value heads, the
 compressed 2048x2048 causal mask with sparse_mode 3, TND with cumulative length tuples and
@@ -131,6 +133,25 @@ def test_npu_attention_equals_cpu_eager(make, pad_side, impl, monkeypatch):
         assert recorder.calls, "transformers did not call npu_fusion_attention"
     else:
         assert not recorder.calls
+
+
+@pytest.mark.parametrize("make,pad_side", [(llama, "left"), (gpt2, "left"), (bert, "right")],
+                         ids=["llama", "gpt2", "bert"])
+def test_npu_sdpa_bit_equal_to_cpu_sdpa(make, pad_side):
+    ref = build(make, "sdpa", "cpu")
+    model = build(make, "sdpa", NPU)
+    ids, mask = batch(pad_side)
+    want = output(ref, ids, mask)
+    got = output(model, ids.to(NPU), mask.to(NPU))
+    assert torch.equal(got.cpu(), want)
+    (want ** 2).sum().backward()
+    (got ** 2).sum().backward()
+    ref_params = dict(ref.named_parameters())
+    for name, p in model.named_parameters():
+        want_grad = ref_params[name].grad
+        assert (p.grad is None) == (want_grad is None), name
+        if want_grad is not None:
+            assert torch.equal(p.grad.cpu(), want_grad), name
 
 
 @pytest.mark.parametrize("make,impl", cases([("llama", (llama,)), ("gpt2", (gpt2,))]))

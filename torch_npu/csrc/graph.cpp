@@ -9,6 +9,7 @@
 // to wait for the captured work aborts the capture; other host syncs follow the capture's
 // error mode. A check run (`check_begin`) applies the same rules without recording: the
 // work runs, and each operation a capture could not record is reported instead.
+#include "cuda_dtype_widening.h"
 #include "npu_graph.h"
 #include "npu_observe.h"
 
@@ -733,7 +734,7 @@ bool record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
       for (const auto& g : generators) {
         if (g.second.defined()) s[g.first] = c10::IValue(backing_cpu_generator(g.second));
       }
-      out_handle.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+      redispatch_to_cpu_kernel(out_handle, c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
     };
   } else {
     c10::OperatorHandle handle = op;
@@ -742,7 +743,7 @@ bool record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
       for (const auto& g : generators) {
         if (g.second.defined()) s[g.first] = c10::IValue(backing_cpu_generator(g.second));
       }
-      handle.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+      redispatch_to_cpu_kernel(handle, c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
       for (const auto& slot : output_slots) {
         if (slot.first < 1000000 && slot.first < num_returns && s[slot.first].isTensor()) {
           at::Tensor dst = slot.second;

@@ -5,6 +5,7 @@
 // kernel as CPU tensors (no copy), lets the CPU kernel allocate its outputs straight in
 // device memory, and hands the outputs back as npu tensors. Eager npu results are
 // therefore exactly the CPU results.
+#include "cuda_dtype_widening.h"
 #include "fallback.h"
 #include "npu_observe.h"
 
@@ -255,7 +256,7 @@ void npu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
   launch.start(current_stream(call.device));
   try {
     CpuAllocationRedirect redirect(call.device);
-    op.redispatchBoxed(cpu_keys, stack);
+    redispatch_to_cpu_kernel(op, cpu_keys, stack);
   } catch (const c10::NotImplementedError&) {
     if (!op.hasKernelForDispatchKey(sparse ? c10::DispatchKey::SparseCPU : c10::DispatchKey::CPU)) {
       report_missing_cpu_kernel(op);

@@ -1,15 +1,22 @@
-// scaled_dot_product_attention on npu through the fused attention kernels.
+// scaled_dot_product_attention on npu: cpu's choice, cpu's kernels.
 //
 // ATen picks the SDPA backend of a device through the C++ dispatch stub
 // _fused_sdp_choice_stub (a Python kernel for aten::_fused_sdp_choice changes only direct
-// calls of that op, not what SDPA does). Without a registration npu falls to the math path:
-// bmm, softmax, bmm, an Sq x Skv matrix per head. This file answers `overrideable` for the
-// inputs the fused kernels serve and implements _scaled_dot_product_fused_attention_overrideable
-// and its backward on them; other inputs keep the math path, which also raises PyTorch's own
-// errors for invalid ones (e.g. different head counts without enable_gqa).
+// calls of that op, not what SDPA does). npu promises cpu's numbers bit for bit, so the npu
+// answer is cpu's own choice on the same tensors: `flash_attention` makes ATen call
+// _scaled_dot_product_flash_attention_for_cpu (and its backward), which the operator
+// fallback runs with cpu's kernel on the npu memory; `math` runs cpu's composite, op by op.
+// The same blocking, accumulation order and errors as cpu follow from running cpu's code.
+//
+// The runtime's own fused kernels (the ones npu_fusion_attention runs) stay reachable as
+// the `overrideable` backend for a user who asks for it alone
+// (torch.nn.attention.sdpa_kernel(SDPBackend.OVERRIDEABLE)), as a CUDA user can ask for one
+// fused kernel; for that backend this file implements
+// _scaled_dot_product_fused_attention_overrideable and its backward.
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
+#include <ATen/ops/_fused_sdp_choice_ops.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -22,23 +29,37 @@ namespace {
 
 bool fused_dtype(at::ScalarType t) { return t == at::kFloat || t == at::kHalf || t == at::kBFloat16; }
 
-int64_t npu_fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
-                             const std::optional<at::Tensor>& attn_mask, double /*dropout_p*/, bool /*is_causal*/,
-                             std::optional<double> /*scale*/, bool enable_gqa) {
-  auto math = static_cast<int64_t>(at::SDPBackend::math);
-  if (query.is_nested() || key.is_nested() || value.is_nested()) return math;
-  if (query.dim() != 4 && query.dim() != 3) return math;
-  if (key.dim() != query.dim() || value.dim() != query.dim()) return math;
+bool fused_kernels_serve(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                         const std::optional<at::Tensor>& attn_mask, bool enable_gqa) {
+  if (query.is_nested() || key.is_nested() || value.is_nested()) return false;
+  if (query.dim() != 4 && query.dim() != 3) return false;
+  if (key.dim() != query.dim() || value.dim() != query.dim()) return false;
   if (!fused_dtype(query.scalar_type()) || key.scalar_type() != query.scalar_type() ||
       value.scalar_type() != query.scalar_type()) {
-    return math;
+    return false;
   }
   const int64_t hq = query.size(-3), hkv = key.size(-3);
-  if (value.size(-3) != hkv || hkv == 0) return math;
-  if (hq != hkv && (!enable_gqa || hq % hkv != 0)) return math;
-  if (query.dim() == 4 && (key.size(0) != query.size(0) || value.size(0) != query.size(0))) return math;
-  if (attn_mask.has_value() && attn_mask->defined() && attn_mask->dim() > 4) return math;
-  return static_cast<int64_t>(at::SDPBackend::overrideable);
+  if (value.size(-3) != hkv || hkv == 0) return false;
+  if (hq != hkv && (!enable_gqa || hq % hkv != 0)) return false;
+  if (query.dim() == 4 && (key.size(0) != query.size(0) || value.size(0) != query.size(0))) return false;
+  if (attn_mask.has_value() && attn_mask->defined() && attn_mask->dim() > 4) return false;
+  return true;
+}
+
+int64_t npu_fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                             const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
+                             std::optional<double> scale, bool enable_gqa) {
+  const auto& ctx = at::globalContext();
+  // Only the overrideable backend enabled: the user asks for the npu's fused kernels.
+  if (!ctx.userEnabledMathSDP() && !ctx.userEnabledFlashSDP() && ctx.userEnabledOverrideableSDP() &&
+      fused_kernels_serve(query, key, value, attn_mask, enable_gqa)) {
+    return static_cast<int64_t>(at::SDPBackend::overrideable);
+  }
+  // cpu's decision (flash or math, with cpu's priority order, constraints and errors).
+  // (cpu's stub entry is not exported; its op's cpu kernel is the same function, and it
+  // reads only the tensors' metadata, so it answers for npu and fake npu tensors alike.)
+  return at::_ops::_fused_sdp_choice::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), query, key, value,
+                                                 attn_mask, dropout_p, is_causal, scale, enable_gqa);
 }
 
 at::Tensor as_4d(const at::Tensor& t) {

@@ -1,0 +1,290 @@
+"""npu takes the dtypes CUDA takes: an OpInfo sweep over the dtypes CUDA supports and cpu does not.
+
+Code written for an accelerator follows CUDA's dtype support (transformers' Mixtral counts
+tokens per expert with ``torch.histc`` on int32, which only CUDA's kernel takes). For every
+``op_db`` entry whose ``supported_dtypes("cuda")`` is wider than ``supported_dtypes("cpu")``,
+each sample in each CUDA-only dtype runs on cpu and on npu:
+
+- where cpu runs it after all (OpInfo's cpu list is stale), npu gives cpu's bits;
+- where cpu raises, the innermost aten operator that raised, with that dtype, must be an
+  entry of the runtime's widening table (``torch.ops.npu._cuda_dtype_widenings()``), and npu
+  must equal cpu computing that sample in the table's wider dtype, rounded back to the
+  narrow one (what CUDA computes in its accumulation type), bit for bit;
+- the few pairs no wider dtype can serve are listed in ``NOT_SERVED`` with the reason, and
+  must still raise on npu (so the list shrinks when they are served).
+
+Every table entry must be reached by some sample (forward here, backward in
+``test_backward_of_reduced_float_ops``), so the table holds nothing op_db does not ask for.
+"""
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import torch_npu  # noqa: F401
+
+NPU = torch.device("npu", 0)
+SAMPLES_PER_DTYPE = 4
+
+# (op_db name, dtype) -> why the widening table does not serve it.
+NOT_SERVED = {
+    **{(op, dt): "cpu's nansum rejects complex inputs by an explicit check: no wider dtype has a kernel"
+       for op in ("nansum", "nanmean") for dt in (torch.complex32, torch.complex64, torch.complex128)},
+    **{(f"fft.{fn}", torch.float16): "torch.fft's composite refuses half before any kernel on every device "
+       "but CUDA/XPU/meta (promote_type_fft): no operator of the fallback is reached"
+       for fn in ("fft", "fft2", "fftn", "hfft", "hfft2", "hfftn", "rfft", "rfft2", "rfftn", "ifft", "ifft2",
+                  "ifftn", "ihfft", "ihfft2", "ihfftn", "irfft", "irfft2", "irfftn")},
+}
+# Ops whose OpInfo entry has no cpu dtypes at all (CUDA-only kernels or CUDA-only variants).
+CUDA_ONLY_ENTRIES = {"torch.ops.aten._flash_attention_forward", "torch.ops.aten._efficient_attention_forward",
+                     "nn.functional.batch_norm"}
+# Table entries reached only by a backward pass or by an in-place variant.
+REACHED_ELSEWHERE = {"aten::avg_pool3d_backward", "aten::_upsample_bilinear2d_aa_backward",
+                     "aten::multi_margin_loss_backward", "aten::multilabel_margin_loss_backward",
+                     "aten::rrelu_with_noise_"}
+
+
+def widening_table() -> dict[tuple[str, str], torch.dtype]:
+    table = {}
+    for entry in torch.ops.npu._cuda_dtype_widenings():
+        op, narrow, compute = entry.rsplit(":", 2)
+        table[(op, narrow)] = getattr(torch, _TORCH_NAMES[compute])
+    return table
+
+
+_TORCH_NAMES = {"Bool": "bool", "Byte": "uint8", "Char": "int8", "Short": "int16", "Int": "int32", "Long": "int64",
+                "Half": "float16", "BFloat16": "bfloat16", "Float": "float32", "Double": "float64",
+                "ComplexHalf": "complex32", "ComplexFloat": "complex64", "ComplexDouble": "complex128"}
+_C10_NAMES = {getattr(torch, v): k for k, v in _TORCH_NAMES.items()}
+
+
+class InnermostFailure(TorchDispatchMode):
+    """Records the aten operator whose kernel raised first (the innermost one)."""
+
+    def __init__(self):
+        super().__init__()
+        self.failed = None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        try:
+            return func(*args, **(kwargs or {}))
+        except Exception:
+            if self.failed is None:
+                self.failed = func._schema.name
+            raise
+
+
+def _map(obj, fn):
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_map(o, fn) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _map(v, fn) for k, v in obj.items()}
+    return obj
+
+
+def _narrowed(computed: torch.dtype, narrow: torch.dtype, compute: torch.dtype) -> torch.dtype:
+    """The dtype CUDA returns for a result cpu computed in `computed` (the runtime's rule)."""
+    if computed == compute:
+        return narrow
+    if narrow.is_complex and computed == compute.to_real():
+        return narrow.to_real()
+    if narrow.is_floating_point and computed == compute.to_complex():
+        return narrow.to_complex()
+    return computed
+
+
+class WidenedCpu(TorchDispatchMode):
+    """cpu, with each aten operator of a table entry run in the wider dtype and rounded back.
+
+    The reference for npu: a composite (hfft2: c2c then c2r) rounds to the narrow dtype
+    between its operators, as CUDA's kernels do."""
+
+    def __init__(self, table):
+        super().__init__()
+        self.table = table
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func._schema.name
+        tensors = [t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)]
+        narrow = next((t.dtype for t in tensors if (name, _C10_NAMES[t.dtype]) in self.table), None)
+        if narrow is None:
+            return func(*args, **kwargs)
+        compute = self.table[(name, _C10_NAMES[narrow])]
+        def widen(t):
+            return t.to(compute) if t.dtype == narrow else t
+
+        wide_args, wide_kwargs = _map(args, widen), _map(kwargs, widen)
+        out = func(*wide_args, **wide_kwargs)
+        schema_args = func._schema.arguments
+        write_names = {a.name for a in schema_args if a.alias_info is not None and a.alias_info.is_write}
+        write_positions = {i for i, a in enumerate(schema_args) if a.name in write_names}
+        back = {}
+        for i, a in enumerate(args):
+            if i in write_positions and isinstance(a, torch.Tensor) and a.dtype == narrow:
+                back[id(wide_args[i])] = a
+        for k, a in kwargs.items():
+            if k in write_names and isinstance(a, torch.Tensor) and a.dtype == narrow:
+                back[id(wide_kwargs[k])] = a
+
+        def narrow_back(t):
+            # A written argument is returned as itself (written back below).
+            return back[id(t)] if id(t) in back else t.to(_narrowed(t.dtype, narrow, compute))
+
+        for wide_id, orig in back.items():
+            for w in (*wide_args, *wide_kwargs.values()):
+                if id(w) == wide_id:
+                    orig.resize_(w.shape).copy_(w)
+        return _map(out, narrow_back)
+
+
+def _call(op, sample, device, convert=lambda t: t):
+    args = _map((sample.input, *sample.args), lambda t: convert(t.detach().to(device)))
+    kwargs = _map(sample.kwargs, lambda t: convert(t.detach().to(device)))
+    torch.manual_seed(0)
+    torch.npu.manual_seed(0)
+    return op(*args, **kwargs)
+
+
+def _assert_bits_equal(got, want, what):
+    got = got if isinstance(got, (tuple, list)) else (got,)
+    want = want if isinstance(want, (tuple, list)) else (want,)
+    assert len(got) == len(want), what
+    for g, w in zip(got, want):
+        if not isinstance(w, torch.Tensor):
+            assert g == w, what
+            continue
+        assert g.device.type == "npu", what
+        assert g.dtype == w.dtype, f"{what}: dtype {g.dtype}, expected {w.dtype}"
+        torch.testing.assert_close(g.cpu(), w, atol=0, rtol=0, equal_nan=True, msg=lambda m: f"{what}: {m}")
+
+
+def _cuda_only_pairs():
+    for op in op_db:
+        extra = set(op.supported_dtypes("cuda")) - set(op.supported_dtypes("cpu"))
+        if extra and op.full_name not in CUDA_ONLY_ENTRIES and op.name not in CUDA_ONLY_ENTRIES:
+            for dtype in sorted(extra, key=str):
+                yield op, dtype
+
+
+def test_cuda_only_dtypes_of_op_db_run_on_npu_as_cpu_in_the_wider_dtype():
+    table = widening_table()
+    counts = collections.Counter()
+    reached = set()
+    for op, dtype in _cuda_only_pairs():
+        what_pair = f"{op.full_name} {dtype}"
+        counts["pairs"] += 1
+        samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))[:SAMPLES_PER_DTYPE]
+        for i, sample in enumerate(samples):
+            what = f"{what_pair} sample {i}"
+            counts["samples"] += 1
+            probe = InnermostFailure()
+            cpu_error = None
+            try:
+                with probe:
+                    want = _call(op, sample, "cpu")
+            except Exception as e:
+                cpu_error = e
+            if cpu_error is None:
+                _assert_bits_equal(_call(op, sample, NPU), want, what)
+                counts["cpu has a kernel"] += 1
+                continue
+            if (op.name, dtype) in NOT_SERVED:
+                with pytest.raises(type(cpu_error)):
+                    _call(op, sample, NPU)
+                counts["not served (listed)"] += 1
+                continue
+            failed = probe.failed
+            key = (failed, _C10_NAMES[dtype])
+            assert key in table, f"{what}: cpu's {failed} has no {dtype} kernel and the widening table lacks it"
+            reached.add(failed)
+            with WidenedCpu(table):
+                want = _call(op, sample, "cpu")
+            _assert_bits_equal(_call(op, sample, NPU), want, what)
+            counts["agree in the wider dtype"] += 1
+    print(dict(counts))
+    assert counts["agree in the wider dtype"] > 0
+    assert {op for op, _ in table} - reached == REACHED_ELSEWHERE
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_backward_of_reduced_float_ops(dtype):
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(0)
+    x5 = torch.randn(2, 3, 4, 6, 6, generator=g)
+    x4 = torch.randn(2, 3, 5, 7, generator=g)
+    scores = torch.randn(4, 5, generator=g)
+    target = torch.randint(0, 5, (4,), generator=g)
+    multilabel = torch.tensor([[3, 0, -1, 1, 2]] * 4)
+    cases = [
+        (lambda x, d: F.avg_pool3d(x, 2), x5),
+        (lambda x, d: torch.ops.aten._upsample_bilinear2d_aa(x, [9, 4], False, None, None), x4),
+        (lambda x, d: F.multi_margin_loss(x, target.to(d)), scores),
+        (lambda x, d: F.multilabel_margin_loss(x, multilabel.to(d)), scores),
+    ]
+    for fn, base in cases:
+        leaves = {}
+        for device, work in ((NPU, dtype), ("cpu", torch.float32)):
+            leaf = base.to(dtype).to(work).to(device).requires_grad_()
+            out = fn(leaf, device)
+            (grad,) = torch.autograd.grad(out, leaf, torch.ones_like(out))
+            leaves[str(device)] = (out, grad)
+        (out_npu, grad_npu), (out_cpu, grad_cpu) = leaves["npu:0"], leaves["cpu"]
+        _assert_bits_equal((out_npu, grad_npu), (out_cpu.to(dtype), grad_cpu.to(dtype)), str(fn))
+
+
+def test_rrelu_in_place_half_writes_back_like_the_functional_form():
+    x = torch.randn(64, generator=torch.Generator().manual_seed(3)).half()
+    torch.npu.manual_seed(5)
+    want = torch.nn.functional.rrelu(x.npu(), training=True)
+    torch.npu.manual_seed(5)
+    got = x.npu()
+    same = torch.nn.functional.rrelu_(got, training=True)
+    assert same is got
+    assert torch.equal(got.cpu(), want.cpu()) and got.dtype == torch.float16
+    assert not torch.equal(got.cpu(), x)  # negative values were scaled
+
+
+def test_mixtral_routing_counts_tokens_per_expert_like_cuda():
+    experts = 8
+    g = torch.Generator().manual_seed(0)
+    routed = torch.randint(0, experts, (37, 2), generator=g)
+    want = torch.bincount(routed.flatten(), minlength=experts).int()
+    got = torch.histc(routed.to(NPU).int(), bins=experts, min=0, max=experts - 1)
+    assert got.dtype == torch.int32 and got.device == NPU  # CUDA returns the input's dtype
+    assert torch.equal(got.cpu(), want)
+
+
+def test_mixtral_routing_under_inductor():
+    experts = 8
+
+    def route(logits):
+        top = torch.topk(logits, 2, dim=-1).indices
+        return torch.histc(top.int(), bins=experts, min=0, max=experts - 1)
+
+    logits = torch.randn(37, experts, generator=torch.Generator().manual_seed(1))
+    got = torch.compile(route, backend="inductor")(logits.to(NPU))
+    assert got.dtype == torch.int32
+    want = torch.bincount(torch.topk(logits, 2, dim=-1).indices.flatten(), minlength=experts).int()
+    assert torch.equal(got.cpu(), want)
+
+
+def test_widened_ops_are_captured_and_replayed_in_npu_graphs():
+    x = torch.randint(0, 8, (50,), dtype=torch.int32, generator=torch.Generator().manual_seed(2)).to(NPU)
+    torch.histc(x, bins=8, min=0, max=7)  # warm-up outside the capture, as on CUDA
+    graph = torch.npu.NPUGraph()
+    with torch.npu.graph(graph):
+        counts = torch.histc(x, bins=8, min=0, max=7)
+    for seed in (3, 4):
+        fresh = torch.randint(0, 8, (50,), dtype=torch.int32, generator=torch.Generator().manual_seed(seed))
+        x.copy_(fresh.to(NPU))
+        graph.replay()
+        assert counts.dtype == torch.int32
+        assert torch.equal(counts.cpu(), torch.bincount(fresh, minlength=8).int())
