@@ -76,7 +76,7 @@ if _os.environ.get("TORCH_NPU_SANITIZER"):
 
 # Subpackages that load on first attribute access (PEP 562), so that
 # ``torch_npu.compiler`` or ``torch_npu.dynamo`` cost nothing until used.
-_LAZY_SUBMODULES = ("compiler", "distributed", "dynamo", "jit", "npu", "optim", "profiler", "utils")
+_LAZY_SUBMODULES = ("compiler", "distributed", "dynamo", "jit", "npu", "optim", "profiler", "testing", "utils")
 
 
 def __getattr__(name: str):

@@ -1,6 +1,6 @@
 """torch_npu.utils: the helpers of Ascend's ``torch_npu.utils``, one module per concern.
 
-Tensor combination (``combine_tensors``), the simulated CANN version (``cann_version``),
+Tensor combination (``combine_tensors``), the simulated CANN version (``torch_npu.npu.cann_version``),
 asynchronous checkpoints (``serialization``), thread-to-core binding (``affinity``) and
 matmul/conv FLOP counting (``flops_count``) are bound here; ``collect_env``,
 ``cpp_extension``, ``syncbatchnorm`` and ``profiler`` load when first accessed. The
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import importlib
 
+from torch_npu.npu.cann_version import get_cann_version
 from torch_npu.utils.affinity import reset_thread_affinity, set_thread_affinity
-from torch_npu.utils.cann_version import get_cann_version
 from torch_npu.utils.combine_tensors import get_part_combined_tensor, is_combined_tensor_valid, npu_combine_tensors
 from torch_npu.utils.flops_count import FlopsCounter
 from torch_npu.utils.serialization import save_async

@@ -58,7 +58,7 @@ def get_torch_npu_install_path():
 
 def get_cann_version():
     """The CANN version of this environment (the simulated card's)."""
-    from torch_npu.utils.cann_version import get_cann_version as component_version
+    from torch_npu.npu.cann_version import get_cann_version as component_version
 
     return component_version("CANN")
 
