@@ -556,7 +556,9 @@ Block* find_expandable_block(DeviceCache& dc, int64_t stream, BlockPool* pool, s
     if (has_room(c)) return c;
   }
   size_t page = pool->is_small ? kSmallBuffer : kLargeBuffer;
-  auto* es = new ExpandableSegment(dc.device, stream, page, dc.capacity + page);
+  // CUDA reserves address space for 1 1/8 of the card's memory: the slack lets a request
+  // map new pages past the end while free pages earlier in the segment stay unmapped.
+  auto* es = new ExpandableSegment(dc.device, stream, page, dc.capacity + dc.capacity / 8);
   dc.expandable.push_back(es);
   register_range(es->base, es->size(), dc.device);
   Block* candidate = new Block(dc.device, stream, es->size(), pool, es->base);
