@@ -18,6 +18,7 @@
 // next empty_cache().
 #include "npu_runtime.h"
 #include "npu_observe.h"
+#include "env_settings.h"
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
@@ -81,10 +82,9 @@ AllocatorConfig g_config;
 }
 
 size_t parse_size(const std::string& settings, const std::string& key, const std::string& v) {
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0') config_error(settings, "'" + key + "' needs an integer, got '" + v + "'");
-  return static_cast<size_t>(n);
+  std::optional<int64_t> n = env_settings::parse_integer(v, 0, std::numeric_limits<int64_t>::max());
+  if (!n) config_error(settings, "'" + key + "' needs a non-negative integer, got '" + v + "'");
+  return static_cast<size_t>(*n);
 }
 
 size_t parse_divisions(const std::string& settings, const std::string& v) {
@@ -123,9 +123,14 @@ AllocatorConfig parse_config(const std::string& settings) {
     std::string key = option.substr(0, colon);
     std::string value = option.substr(colon + 1);
     if (key == "max_split_size_mb") {
-      size_t mb = parse_size(settings, key, value);
-      if (mb <= kLargeBuffer / (1 << 20)) config_error(settings, "max_split_size_mb must be > 20");
-      cfg.max_split_size = mb << 20;
+      // Up to what memory_stats() can report (an int64 of bytes); CUDA wraps "-5" around.
+      constexpr int64_t kMaxSplitMb = std::numeric_limits<int64_t>::max() >> 20;
+      std::optional<int64_t> mb = env_settings::parse_integer(value, kLargeBuffer / (1 << 20) + 1, kMaxSplitMb);
+      if (!mb) {
+        config_error(settings, "max_split_size_mb must be > 20 (an integer number of MiB, at most " +
+                                   std::to_string(kMaxSplitMb) + "), got '" + value + "'");
+      }
+      cfg.max_split_size = static_cast<size_t>(*mb) << 20;
     } else if (key == "garbage_collection_threshold") {
       char* end = nullptr;
       double t = std::strtod(value.c_str(), &end);
@@ -372,16 +377,14 @@ thread_local c10::DeviceIndex tls_pool_device = -1;  // -1: the thread pool appl
 
 void init_locked() {
   if (g_initialized) return;
-  const char* env = std::getenv("PYTORCH_NPU_ALLOC_CONF");
-  AllocatorConfig cfg = parse_config(env ? env : "");
+  AllocatorConfig cfg = parse_config(env_settings::read("PYTORCH_NPU_ALLOC_CONF").value_or(""));
   size_t capacity = static_cast<size_t>(device_profile().total_memory);
-  if (const char* cap = std::getenv("TORCH_NPU_MEMORY_CAPACITY_MB")) {
-    char* end = nullptr;
-    long long v = std::strtoll(cap, &end, 10);
-    TORCH_CHECK(end != cap && *end == '\0' && v > 0,
-                "TORCH_NPU_MEMORY_CAPACITY_MB must be a positive integer, got '", cap, "'");
-    capacity = static_cast<size_t>(v) << 20;
-  }
+  // 1 TiB at most: the expandable segments reserve address space for 1 1/8 of it per stream.
+  int64_t capacity_mb = env_settings::read_integer(
+      "TORCH_NPU_MEMORY_CAPACITY_MB", 0, 1, int64_t{1} << 20,
+      "an integer number of MiB from 1 to 1048576 (1 TiB), the memory of each simulated card "
+      "(unset, it is the memory of the card TORCH_NPU_DEVICE_MODEL names)");
+  if (capacity_mb > 0) capacity = static_cast<size_t>(capacity_mb) << 20;
   std::vector<std::unique_ptr<DeviceCache>> caches;
   for (c10::DeviceIndex i = 0; i < device_count(); ++i) caches.push_back(std::make_unique<DeviceCache>(i, capacity));
   for (auto& c : caches) c->stats.max_split_size = static_cast<int64_t>(cfg.max_split_size);
