@@ -126,3 +126,27 @@ rebuilt = pickle.loads(buf.getvalue())
 print("REPORT" + json.dumps({"equal": torch.equal(rebuilt, t), "shared": t.is_shared()}))
 """))
     assert report == {"equal": True, "shared": True}
+
+
+def test_a_forked_child_freeing_inherited_npu_memory_leaves_the_parents_intact():
+    # Forked children share the parent's device memory file; what they free and release
+    # must not be punched out of it.
+    report = _report(_run("""
+import gc, json, os, torch, torch_npu
+y = torch.arange(3 << 20, dtype=torch.float32, device="npu")   # 12 MiB: a segment of its own
+expected = torch.arange(3 << 20, dtype=torch.float32)
+pid = os.fork()
+if pid == 0:
+    try:
+        del y
+        gc.collect()
+        try:
+            torch.npu.empty_cache()
+        except Exception:
+            pass
+    finally:
+        os._exit(0)
+_, status = os.waitpid(pid, 0)
+print("REPORT" + json.dumps({"child_status": status, "parent_intact": torch.equal(y.cpu(), expected)}))
+"""))
+    assert report == {"child_status": 0, "parent_intact": True}

@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -27,7 +28,17 @@ struct MemoryFile {
 std::mutex& g_mutex = *new std::mutex;
 std::map<c10::DeviceIndex, MemoryFile>& g_files = *new std::map<c10::DeviceIndex, MemoryFile>;
 
+// A forked child shares its parent's memory files (MAP_SHARED mappings and the descriptors):
+// what it frees is still the parent's memory, so it never punches or reuses a range, and it
+// cannot map new device memory (a forked child cannot use npu, as with CUDA).
+bool g_in_forked_child = false;
+
+void mark_forked_child() { g_in_forked_child = true; }
+
 MemoryFile* file_locked(c10::DeviceIndex device) {
+  static bool fork_handler_installed = [] { return pthread_atfork(nullptr, nullptr, &mark_forked_child) == 0; }();
+  (void)fork_handler_installed;
+  if (g_in_forked_child) return nullptr;
   MemoryFile& f = g_files[device];
   if (f.fd < 0) {
     std::string name = "torch_npu_device_" + std::to_string(device);
@@ -53,6 +64,7 @@ int64_t take_range_locked(MemoryFile& f, int64_t size) {
 }
 
 void give_back_locked(MemoryFile& f, int64_t offset, int64_t size) {
+  if (g_in_forked_child) return;
   fallocate(f.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, size);
   auto next = f.free_ranges.lower_bound(offset);
   if (next != f.free_ranges.end() && next->first == offset + size) {
