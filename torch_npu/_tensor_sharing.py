@@ -25,7 +25,7 @@ from torch.multiprocessing import reductions as _torch_reductions
 
 import torch_npu._C as _C
 
-__all__ = ["register", "reduce_tensor", "rebuild_npu_tensor"]
+__all__ = ["register", "reduce_tensor", "reduce_storage", "rebuild_npu_tensor"]
 
 # Counter slot -> the storage kept for the receiver that holds it.
 _sent: dict[int, torch.UntypedStorage] = {}
@@ -93,7 +93,16 @@ def rebuild_npu_tensor(cls, share, nbytes, device_index, dtype, size, stride, st
     return tensor
 
 
+def reduce_storage(storage: torch.UntypedStorage):
+    # CUDA refuses a bare storage (its IPC is per tensor); say so for npu the same way.
+    if storage.device.type == "npu":
+        raise RuntimeError("Cannot pickle npu storage; try pickling an npu tensor instead")
+    return _torch_reductions.reduce_storage(storage)
+
+
 def register() -> None:
-    """Put ``reduce_tensor`` in ForkingPickler's table for the classes torch registers."""
+    """Put ``reduce_tensor`` (and ``reduce_storage``) in ForkingPickler's table for the
+    classes torch registers its own for."""
     for cls in (*torch._tensor_classes, torch.Tensor, torch.nn.parameter.Parameter):
         ForkingPickler.register(cls, reduce_tensor)
+    ForkingPickler.register(torch.UntypedStorage, reduce_storage)

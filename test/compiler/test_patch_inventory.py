@@ -86,7 +86,8 @@ checks = {
     _patches.REGISTRATIONS[12]: torch_npu._C._profiler_registered(),
     _patches.REGISTRATIONS[13]: all(
         ForkingPickler._extra_reducers[cls] is torch_npu._tensor_sharing.reduce_tensor
-        for cls in (*torch._tensor_classes, torch.Tensor, torch.nn.Parameter)),
+        for cls in (*torch._tensor_classes, torch.Tensor, torch.nn.Parameter))
+        and ForkingPickler._extra_reducers[torch.UntypedStorage] is torch_npu._tensor_sharing.reduce_storage,
 }
 # What each patch changed, exactly: the npu_backend entry of Inductor's config; the three
 # RNG higher-order-op kernels that pick a device (BackendSelect of both ops, the fake and

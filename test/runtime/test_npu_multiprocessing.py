@@ -114,6 +114,27 @@ def test_dataloader_forked_workers_fail_as_cuda_ones_do():
     assert "Cannot re-initialize npu in forked subprocess" in result.stdout
 
 
+def test_npu_storages_are_refused_as_cuda_ones_are_and_cpu_storages_still_share():
+    report = _report(_run("""
+import io, json, pickle, torch, torch_npu
+from multiprocessing.reduction import ForkingPickler
+def dump(obj):
+    buf = io.BytesIO()
+    ForkingPickler(buf, pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buf.getvalue()
+try:
+    dump(torch.ones(3, device="npu").untyped_storage())
+    refused = ""
+except RuntimeError as exc:
+    refused = str(exc)
+cpu = torch.arange(3.0).untyped_storage()
+rebuilt = pickle.loads(dump(cpu))
+print("REPORT" + json.dumps({"refused": refused, "cpu_shared": cpu.is_shared(), "cpu_equal": rebuilt.tolist() == cpu.tolist()}))
+"""))
+    assert report == {"refused": "Cannot pickle npu storage; try pickling an npu tensor instead",
+                      "cpu_shared": True, "cpu_equal": True}
+
+
 def test_pickling_for_another_process_keeps_cpu_tensors_on_torchs_path():
     report = _report(_run("""
 import io, json, pickle, torch, torch_npu

@@ -46,7 +46,7 @@ REGISTRATIONS: tuple[str, ...] = (
     "the npu Kineto activity profiler and marker stubs",
     "multiprocessing.reduction.ForkingPickler.register (the table torch.multiprocessing fills): torch's "
     "tensor classes -> torch_npu._tensor_sharing.reduce_tensor (npu tensors share their memory; others go "
-    "to torch's reducer)",
+    "to torch's reducer), torch.UntypedStorage -> reduce_storage (npu storages refused as CUDA's are)",
 )
 
 _applied: list[str] = []
