@@ -6,9 +6,9 @@ import-system finders: the compile trigger (Dynamo/Inductor integration is set u
 those modules are first imported, never here) and the ``npugraph_ex`` alias, and registers
 the fused ``npu_*`` operators (``torch.ops.npu``, bound as ``torch_npu.<name>``), and names
 the ``hccl`` process-group backend to torch.distributed (loaded on first use). It also
-registers torch_npu's ``TORCH_LOGS`` names and the npu tensor reducer of torch.multiprocessing and, if ``TORCH_NPU_SANITIZER`` asks for it,
-enables the stream sanitizer. It imports no compiler module and initialises no device, so
-it costs about what ``import torch`` costs.
+registers torch_npu's ``TORCH_LOGS`` names and torch.multiprocessing's npu tensor reducer
+and, if ``TORCH_NPU_SANITIZER`` asks for it, enables the stream sanitizer. It imports no
+compiler module and initialises no device, so it costs about what ``import torch`` costs.
 """
 from __future__ import annotations
 
