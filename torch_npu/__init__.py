@@ -6,9 +6,9 @@ import-system finders: the compile trigger (Dynamo/Inductor integration is set u
 those modules are first imported, never here) and the ``npugraph_ex`` alias, and registers
 the fused ``npu_*`` operators (``torch.ops.npu``, bound as ``torch_npu.<name>``), and names
 the ``hccl`` process-group backend to torch.distributed (loaded on first use). It also
-registers torch_npu's ``TORCH_LOGS`` names and, if ``TORCH_NPU_SANITIZER`` asks for it,
-enables the stream sanitizer. It imports no compiler module and initialises no device, so
-it costs about what ``import torch`` costs.
+registers torch_npu's ``TORCH_LOGS`` names and torch.multiprocessing's npu tensor reducer
+and, if ``TORCH_NPU_SANITIZER`` asks for it, enables the stream sanitizer. It imports no
+compiler module and initialises no device, so it costs about what ``import torch`` costs.
 """
 from __future__ import annotations
 
@@ -56,9 +56,16 @@ from torch_npu import _log_names  # noqa: E402
 
 _log_names.register()  # TORCH_LOGS=npu and its artifacts (the compile trigger logs to one)
 
-from torch_npu import _autograd_exit_barrier, _compile_trigger, _hccl_registration, _npugraph_ex_finder  # noqa: E402
+from torch_npu import (  # noqa: E402
+    _autograd_exit_barrier,
+    _compile_trigger,
+    _hccl_registration,
+    _npugraph_ex_finder,
+    _tensor_sharing,
+)
 
 _autograd_exit_barrier.register()
+_tensor_sharing.register()  # torch.multiprocessing shares npu tensors
 _compile_trigger.install()
 _npugraph_ex_finder.install()
 _hccl_registration.register()

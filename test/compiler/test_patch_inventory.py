@@ -63,6 +63,7 @@ from torch_npu.compiler.backends import registry
 from torch_npu.compiler.device_interface import NpuInterface
 from torch_npu import _hccl_registration
 from torch._logging._internal import log_registry
+from multiprocessing.reduction import ForkingPickler
 
 folded = ("get_device_properties", "get_device_name", "get_device_capability", "device_count")
 checks = {
@@ -83,6 +84,10 @@ checks = {
     _patches.REGISTRATIONS[11]: log_registry.log_alias_to_log_qnames.get("npu") == ["torch_npu"]
         and {"npu_setup", "npu_inductor", "npu_graphs"} <= log_registry.artifact_names,
     _patches.REGISTRATIONS[12]: torch_npu._C._profiler_registered(),
+    _patches.REGISTRATIONS[13]: all(
+        ForkingPickler._extra_reducers[cls] is torch_npu._tensor_sharing.reduce_tensor
+        for cls in (*torch._tensor_classes, torch.Tensor, torch.nn.Parameter))
+        and ForkingPickler._extra_reducers[torch.UntypedStorage] is torch_npu._tensor_sharing.reduce_storage,
 }
 # What each patch changed, exactly: the npu_backend entry of Inductor's config; the three
 # RNG higher-order-op kernels that pick a device (BackendSelect of both ops, the fake and

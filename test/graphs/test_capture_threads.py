@@ -150,8 +150,29 @@ def test_training_capture_records_the_backward_on_autograd_threads():
 
 def test_capture_on_the_default_stream_is_refused():
     g = torch.npu.NPUGraph()
-    with pytest.raises(RuntimeError, match="non-default stream"):
+    for device in range(torch.npu.device_count()):
+        with torch.npu.device(device):
+            # CUDA's message (CUDAGraph::capture_begin), with the device's name.
+            with pytest.raises(RuntimeError, match=r"^NPU graphs must be captured on a non-default stream\. "
+                               r"\(However, after capture, it's ok to replay them on the default stream\.\)"):
+                g.capture_begin()
+            assert not torch.npu.is_current_stream_capturing()
+    # Nothing was left half open: the default stream runs work at once, and the same graph
+    # captures on a side stream and replays on the default one.
+    x = torch.arange(4.0, device="npu")
+    assert torch.equal((x * 2).cpu(), torch.arange(4.0) * 2)
+    with torch.npu.stream(torch.npu.Stream()):
         g.capture_begin()
+        y = x * 3
+        g.capture_end()
+    x.copy_(torch.full((4,), 5.0))
+    g.replay()
+    assert torch.equal(y.cpu(), torch.full((4,), 15.0))
+    # torch.npu.graph given the default stream explicitly: refused, and the stream is restored.
+    with pytest.raises(RuntimeError, match="non-default stream"):
+        with torch.npu.graph(torch.npu.NPUGraph(), stream=torch.npu.default_stream()):
+            pass
+    assert torch.npu.current_stream() == torch.npu.default_stream()
     assert not torch.npu.is_current_stream_capturing()
 
 

@@ -84,7 +84,7 @@ print("MODELS", ",".join(torch.npu.get_device_model_names()))
     assert "IMPORTED" in out  # import torch_npu (and so import torch with autoload) still works
     errors = [line for line in out.splitlines() if line.startswith("ERR")]
     assert len(errors) == 2
-    assert "TORCH_NPU_DEVICE_MODEL='Ascend999Z' is not a known Ascend device model" in errors[0]
+    assert "TORCH_NPU_DEVICE_MODEL='Ascend999Z' is not valid: TORCH_NPU_DEVICE_MODEL must be a known Ascend device model" in errors[0]
     assert "Ascend910B2" in errors[0] and "Ascend310P3" in errors[0]
     models = next(line for line in out.splitlines() if line.startswith("MODELS"))
     assert {"Ascend910B1", "Ascend910B2", "Ascend910B3", "Ascend910B4", "Ascend310P3"} <= set(models[7:].split(","))

@@ -305,3 +305,87 @@ def test_alloc_conf_values_are_checked():
     finally:
         torch.npu.memory._set_allocator_settings("")
     assert torch.npu.memory._snapshot()["allocator_settings"]["expandable_segments"] is False
+
+
+# Expandable segments on a 256 MiB card, checked against CUDA's rules: pages are 20 MiB
+# (kLargeBuffer), empty_cache() and the OOM retry unmap only the pages that no live block
+# touches, and the address space of a segment is 1 1/8 of the card (15 pages here), so a
+# request may map new pages after the last one while free pages before stay unmapped.
+_PAGE = 20 * MiB
+_CARD = {"TORCH_NPU_MEMORY_CAPACITY_MB": "256"}
+_EXPANDABLE_CARD = {**_CARD, "PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}
+
+_EVERY_OTHER_FREED = """
+ts = [alloc(BLOCK * MiB) for _ in range(COUNT)]
+base_address = ts[0].data_ptr()
+for i in range(0, COUNT, 2):
+    ts[i] = None
+def pages_touched():
+    pages = set()
+    for t in ts:
+        if t is not None:
+            first = (t.data_ptr() - base_address) // (20 * MiB)
+            last = (t.data_ptr() + t.numel() - 1 - base_address) // (20 * MiB)
+            pages.update(range(first, last + 1))
+    return len(pages)
+"""
+
+
+def _every_other_freed(block_mib: int, count: int, then: str, env: dict[str, str]) -> dict:
+    body = _EVERY_OTHER_FREED.replace("BLOCK", str(block_mib)).replace("COUNT", str(count))
+    return _run(body + then, env=env)
+
+
+def test_expandable_segments_empty_cache_unmaps_every_free_page():
+    s = _every_other_freed(30, 8, """
+snap("freed")
+torch.npu.empty_cache()
+snap("emptied")
+seen["pages"] = {"touched": pages_touched()}
+""", _EXPANDABLE_CARD)
+    # Freeing keeps the pages; empty_cache() unmaps the 4 whole pages inside the holes.
+    assert s["freed"]["reserved_bytes.all.current"] == 240 * MiB
+    assert s["emptied"]["allocated_bytes.all.current"] == 120 * MiB
+    assert s["pages"]["touched"] == 8
+    assert s["emptied"]["reserved_bytes.all.current"] == s["pages"]["touched"] * _PAGE
+
+
+def test_expandable_segments_oom_retry_unmaps_then_maps_after_the_last_page():
+    s = _every_other_freed(30, 8, """
+x = alloc(60 * MiB)
+snap("after")
+seen["placed"] = {"offset": x.data_ptr() - base_address}
+""", _EXPANDABLE_CARD)
+    # 16 MiB unmapped room: the retry unmaps the 4 free pages, then maps 3 new ones
+    # right after the 12 mapped so far, in the same segment's address space.
+    assert s["after"]["num_alloc_retries"] == 1
+    assert s["after"]["reserved_bytes.all.current"] == 240 * MiB - 4 * _PAGE + 3 * _PAGE
+    assert s["placed"]["offset"] == 12 * _PAGE
+
+
+_ISSUE_REQUEST = """
+torch.npu.empty_cache()
+snap("emptied")
+seen["pages"] = {"touched": pages_touched()}
+try:
+    alloc(100 * MiB)
+    seen["request"] = {"oom": 0}
+except torch.OutOfMemoryError:
+    seen["request"] = {"oom": 1}
+snap("after")
+"""
+
+
+def test_expandable_segments_keep_pages_a_live_block_touches_as_cuda_does():
+    # 16 MiB holes never hold a whole 20 MiB page: CUDA keeps all 12 pages mapped and a
+    # 100 MiB request cannot get 5 new pages out of the 16 MiB left, so it fails there
+    # too, where ordinary segments (one 16 MiB segment per block) give the holes back.
+    expandable = _every_other_freed(16, 14, _ISSUE_REQUEST, _EXPANDABLE_CARD)
+    plain = _every_other_freed(16, 14, _ISSUE_REQUEST, _CARD)
+    assert expandable["emptied"]["allocated_bytes.all.current"] == 112 * MiB
+    assert expandable["pages"]["touched"] == 12
+    assert expandable["emptied"]["reserved_bytes.all.current"] == 12 * _PAGE
+    assert expandable["request"]["oom"] == 1
+    assert plain["emptied"]["reserved_bytes.all.current"] == 112 * MiB
+    assert plain["request"]["oom"] == 0
+    assert plain["after"]["reserved_bytes.all.current"] == 212 * MiB

@@ -44,6 +44,9 @@ REGISTRATIONS: tuple[str, ...] = (
     "torch._logging register_log / register_artifact: npu; npu_setup, npu_inductor, npu_graphs",
     "torch profiler PrivateUse1 registry (REGISTER_PRIVATEUSE1_PROFILER, registerPrivateUse1Methods): "
     "the npu Kineto activity profiler and marker stubs",
+    "multiprocessing.reduction.ForkingPickler.register (the table torch.multiprocessing fills): torch's "
+    "tensor classes -> torch_npu._tensor_sharing.reduce_tensor (npu tensors share their memory; others go "
+    "to torch's reducer), torch.UntypedStorage -> reduce_storage (npu storages refused as CUDA's are)",
 )
 
 _applied: list[str] = []

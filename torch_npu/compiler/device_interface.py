@@ -29,7 +29,7 @@ def _device_index(device: Any) -> int | None:
         device = torch.device(device)
     if isinstance(device, torch.device):
         if device.type != DEVICE_TYPE:
-            raise ValueError(f"expected an npu device, got {device}")
+            raise ValueError(f"Expected a npu device, but got: {device}")
         return device.index
     return int(device)
 

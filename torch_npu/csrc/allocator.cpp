@@ -11,6 +11,8 @@
 // garbage_collection_threshold, expandable_segments, roundup_power2_divisions).
 // Expandable segments reserve address space per stream and map 2/20 MiB pages into it,
 // so they grow instead of multiplying and give free pages back from inside split memory.
+// Segments and pages are mapped from the device's memory file (device_memory_file.h), so
+// that another process can map an npu tensor's bytes (torch.multiprocessing).
 //
 // Where the simulator differs: work on every stream has finished by the time the host
 // frees a tensor, so record_stream never delays reuse; a graph pool's memory goes back
@@ -18,6 +20,8 @@
 // next empty_cache().
 #include "npu_runtime.h"
 #include "npu_observe.h"
+#include "env_settings.h"
+#include "device_memory_file.h"
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
@@ -56,7 +60,6 @@ constexpr size_t kSmallBuffer = 2 << 20;       // small pool segment
 constexpr size_t kLargeBuffer = 20 << 20;      // large pool segment for requests < 10 MiB
 constexpr size_t kMinLargeAlloc = 10 << 20;    // from here a request gets its own segment
 constexpr size_t kRoundLarge = 2 << 20;        // ... rounded to 2 MiB
-constexpr size_t kSegmentAlignment = 4096;
 constexpr size_t kRoundupIntervals = 16;       // power-of-two buckets from 1 MiB
 
 // ---- configuration (PYTORCH_NPU_ALLOC_CONF) ----------------------------------------
@@ -81,10 +84,9 @@ AllocatorConfig g_config;
 }
 
 size_t parse_size(const std::string& settings, const std::string& key, const std::string& v) {
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0') config_error(settings, "'" + key + "' needs an integer, got '" + v + "'");
-  return static_cast<size_t>(n);
+  std::optional<int64_t> n = env_settings::parse_integer(v, 0, std::numeric_limits<int64_t>::max());
+  if (!n) config_error(settings, "'" + key + "' needs a non-negative integer, got '" + v + "'");
+  return static_cast<size_t>(*n);
 }
 
 size_t parse_divisions(const std::string& settings, const std::string& v) {
@@ -123,9 +125,14 @@ AllocatorConfig parse_config(const std::string& settings) {
     std::string key = option.substr(0, colon);
     std::string value = option.substr(colon + 1);
     if (key == "max_split_size_mb") {
-      size_t mb = parse_size(settings, key, value);
-      if (mb <= kLargeBuffer / (1 << 20)) config_error(settings, "max_split_size_mb must be > 20");
-      cfg.max_split_size = mb << 20;
+      // Up to what memory_stats() can report (an int64 of bytes); CUDA wraps "-5" around.
+      constexpr int64_t kMaxSplitMb = std::numeric_limits<int64_t>::max() >> 20;
+      std::optional<int64_t> mb = env_settings::parse_integer(value, kLargeBuffer / (1 << 20) + 1, kMaxSplitMb);
+      if (!mb) {
+        config_error(settings, "max_split_size_mb must be > 20 (an integer number of MiB, at most " +
+                                   std::to_string(kMaxSplitMb) + "), got '" + value + "'");
+      }
+      cfg.max_split_size = static_cast<size_t>(*mb) << 20;
     } else if (key == "garbage_collection_threshold") {
       char* end = nullptr;
       double t = std::strtod(value.c_str(), &end);
@@ -259,8 +266,8 @@ struct SegmentRange {
 
 struct DeviceCache;
 
-// Address space reserved once and backed page by page (mmap/mprotect/madvise), as
-// cuMemMap backs a virtual reservation.
+// Address space reserved once and backed page by page with pages of the device's memory
+// file (device_memory_file.h), as cuMemMap backs a virtual reservation.
 struct ExpandableSegment {
   ExpandableSegment(c10::DeviceIndex d, int64_t s, size_t page, size_t max_bytes)
       : device(d), stream(s), page_size(page) {
@@ -268,7 +275,7 @@ struct ExpandableSegment {
     void* p = mmap(nullptr, pages * page_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     TORCH_CHECK_WITH(OutOfMemoryError, p != MAP_FAILED, "could not reserve address space for an expandable segment");
     base = static_cast<char*>(p);
-    mapped_pages.assign(pages, false);
+    page_file_offsets.assign(pages, -1);
   }
   ~ExpandableSegment() { munmap(base, pages * page_size); }
   size_t size() const { return pages * page_size; }
@@ -279,8 +286,12 @@ struct ExpandableSegment {
     size_t end = (r.ptr + r.size - base + page_size - 1) / page_size;
     size_t bytes = (end - begin) * page_size;
     if (begin == end || bytes > room) return {r.ptr, 0};
-    if (mprotect(base + begin * page_size, bytes, PROT_READ | PROT_WRITE) != 0) return {r.ptr, 0};
-    for (size_t i = begin; i < end; ++i) mapped_pages[i] = true;
+    for (size_t i = begin; i < end; ++i) {
+      if (device_memory_file::map(device, page_size, base + i * page_size, &page_file_offsets[i]) == nullptr) {
+        for (size_t j = begin; j < i; ++j) unmap_page(j);
+        return {r.ptr, 0};
+      }
+    }
     return {base + begin * page_size, bytes};
   }
   // Releases the whole pages inside `r`; returns what was released.
@@ -288,19 +299,19 @@ struct ExpandableSegment {
     size_t begin = (r.ptr - base + page_size - 1) / page_size;
     size_t end = (r.ptr + r.size - base) / page_size;
     if (begin >= end) return {r.ptr, 0};
-    char* p = base + begin * page_size;
-    size_t bytes = (end - begin) * page_size;
-    madvise(p, bytes, MADV_DONTNEED);
-    mprotect(p, bytes, PROT_NONE);
-    for (size_t i = begin; i < end; ++i) mapped_pages[i] = false;
-    return {p, bytes};
+    for (size_t i = begin; i < end; ++i) unmap_page(i);
+    return {base + begin * page_size, (end - begin) * page_size};
+  }
+  void unmap_page(size_t i) {
+    device_memory_file::unmap(device, base + i * page_size, page_size, page_file_offsets[i], /*keep_reservation=*/true);
+    page_file_offsets[i] = -1;
   }
   c10::DeviceIndex device;
   int64_t stream;
   size_t page_size;
   size_t pages = 0;
   char* base = nullptr;
-  std::vector<bool> mapped_pages;
+  std::vector<int64_t> page_file_offsets;  // where each mapped page lives in the memory file; -1 unmapped
 };
 
 struct AllocParams {
@@ -366,22 +377,22 @@ std::unordered_map<void*, Block*>& g_live = *new std::unordered_map<void*, Block
 std::map<uintptr_t, std::pair<uintptr_t, c10::DeviceIndex>>& g_ranges =
     *new std::map<uintptr_t, std::pair<uintptr_t, c10::DeviceIndex>>;
 std::unordered_map<int64_t, PoolUse>& g_pool_use = *new std::unordered_map<int64_t, PoolUse>;
+// Where each ordinary segment (by its base) lives in its device's memory file.
+std::unordered_map<char*, int64_t>& g_segment_file_offsets = *new std::unordered_map<char*, int64_t>;
 int64_t g_next_pool = 1;
 thread_local int64_t tls_pool = 0;
 thread_local c10::DeviceIndex tls_pool_device = -1;  // -1: the thread pool applies to every device
 
 void init_locked() {
   if (g_initialized) return;
-  const char* env = std::getenv("PYTORCH_NPU_ALLOC_CONF");
-  AllocatorConfig cfg = parse_config(env ? env : "");
+  AllocatorConfig cfg = parse_config(env_settings::read("PYTORCH_NPU_ALLOC_CONF").value_or(""));
   size_t capacity = static_cast<size_t>(device_profile().total_memory);
-  if (const char* cap = std::getenv("TORCH_NPU_MEMORY_CAPACITY_MB")) {
-    char* end = nullptr;
-    long long v = std::strtoll(cap, &end, 10);
-    TORCH_CHECK(end != cap && *end == '\0' && v > 0,
-                "TORCH_NPU_MEMORY_CAPACITY_MB must be a positive integer, got '", cap, "'");
-    capacity = static_cast<size_t>(v) << 20;
-  }
+  // 1 TiB at most: the expandable segments reserve address space for 1 1/8 of it per stream.
+  int64_t capacity_mb = env_settings::read_integer(
+      "TORCH_NPU_MEMORY_CAPACITY_MB", 0, 1, int64_t{1} << 20,
+      "an integer number of MiB from 1 to 1048576 (1 TiB), the memory of each simulated card "
+      "(unset, it is the memory of the card TORCH_NPU_DEVICE_MODEL names)");
+  if (capacity_mb > 0) capacity = static_cast<size_t>(capacity_mb) << 20;
   std::vector<std::unique_ptr<DeviceCache>> caches;
   for (c10::DeviceIndex i = 0; i < device_count(); ++i) caches.push_back(std::make_unique<DeviceCache>(i, capacity));
   for (auto& c : caches) c->stats.max_split_size = static_cast<int64_t>(cfg.max_split_size);
@@ -556,7 +567,9 @@ Block* find_expandable_block(DeviceCache& dc, int64_t stream, BlockPool* pool, s
     if (has_room(c)) return c;
   }
   size_t page = pool->is_small ? kSmallBuffer : kLargeBuffer;
-  auto* es = new ExpandableSegment(dc.device, stream, page, dc.capacity + page);
+  // CUDA reserves address space for 1 1/8 of the card's memory: the slack lets a request
+  // map new pages past the end while free pages earlier in the segment stay unmapped.
+  auto* es = new ExpandableSegment(dc.device, stream, page, dc.capacity + dc.capacity / 8);
   dc.expandable.push_back(es);
   register_range(es->base, es->size(), dc.device);
   Block* candidate = new Block(dc.device, stream, es->size(), pool, es->base);
@@ -621,11 +634,13 @@ bool alloc_block(DeviceCache& dc, AllocParams& p, bool is_retry, const std::shar
     return p.block != nullptr;
   }
   if (dc.reserved + size > dc.capacity) return false;
-  void* ptr = nullptr;
-  if (posix_memalign(&ptr, kSegmentAlignment, size) != 0 || ptr == nullptr) {
+  int64_t file_offset = -1;
+  void* ptr = device_memory_file::map(p.device(), size, nullptr, &file_offset);
+  if (ptr == nullptr) {
     p.host_failed = true;
     return false;
   }
+  g_segment_file_offsets[static_cast<char*>(ptr)] = file_offset;
   if (p.pool->owner) p.pool->owner->segments++;
   dc.reserved += size;
   p.block = new Block(p.device(), p.stream(), size, p.pool, static_cast<char*>(ptr));
@@ -648,7 +663,9 @@ void release_block(DeviceCache& dc, Block* block, const std::shared_ptr<c10::Gat
   record_trace(dc, TraceEntry::SEGMENT_FREE, reinterpret_cast<size_t>(block->ptr), block->size, block->stream,
                pool_id_of(block->pool), ctx ? ctx : block->context_when_segment_allocated);
   unregister_range(block->ptr);
-  std::free(block->ptr);
+  auto file_offset = g_segment_file_offsets.find(block->ptr);
+  device_memory_file::unmap(dc.device, block->ptr, block->size, file_offset->second, /*keep_reservation=*/false);
+  g_segment_file_offsets.erase(file_offset);
   dc.reserved -= block->size;
   BlockPool* pool = block->pool;
   if (pool->owner) pool->owner->segments--;
@@ -1127,6 +1144,41 @@ int64_t pool_of_ptr(const void* ptr) {
 }
 
 bool is_device_memory_deleter(c10::DeleterFnPtr deleter) { return deleter == &free_block_deleter; }
+
+std::optional<SharedDeviceMemory> shared_device_memory(const void* ptr, size_t nbytes) {
+  constexpr size_t kHostPage = 4096;  // mmap offsets and lengths are multiples of it
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_live.find(const_cast<void*>(ptr));
+  if (it == g_live.end() || nbytes == 0 || nbytes > it->second->size) return std::nullopt;
+  Block* b = it->second;
+  SharedDeviceMemory out;
+  out.device = b->device;
+  out.fd = device_memory_file::file_descriptor(b->device);
+  if (ExpandableSegment* es = b->expandable) {
+    size_t first = static_cast<size_t>(b->ptr - es->base) / es->page_size;
+    size_t last = static_cast<size_t>(b->ptr + nbytes - 1 - es->base) / es->page_size;
+    out.offset_in_ranges = static_cast<int64_t>(b->ptr - (es->base + first * es->page_size));
+    for (size_t i = first; i <= last; ++i) {
+      int64_t at = es->page_file_offsets[i];
+      auto size = static_cast<int64_t>(es->page_size);
+      if (!out.ranges.empty() && out.ranges.back().offset + out.ranges.back().size == at) {
+        out.ranges.back().size += size;
+      } else {
+        out.ranges.push_back({at, size});
+      }
+    }
+    return out;
+  }
+  const Block* head = b;
+  while (head->prev) head = head->prev;
+  size_t segment_size = 0;
+  for (const Block* x = head; x; x = x->next) segment_size += x->size;
+  size_t begin = static_cast<size_t>(b->ptr - head->ptr) / kHostPage * kHostPage;
+  size_t end = std::min(segment_size, (static_cast<size_t>(b->ptr - head->ptr) + nbytes + kHostPage - 1) / kHostPage * kHostPage);
+  out.offset_in_ranges = static_cast<int64_t>(b->ptr - head->ptr) - static_cast<int64_t>(begin);
+  out.ranges.push_back({g_segment_file_offsets.at(head->ptr) + static_cast<int64_t>(begin), static_cast<int64_t>(end - begin)});
+  return out;
+}
 
 DeviceStats device_stats(c10::DeviceIndex device) {
   check_initialized_device(device, "memory_stats");

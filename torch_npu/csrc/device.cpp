@@ -5,6 +5,7 @@
 // driver's state does not survive fork, and the simulator must not hide the bugs that
 // real hardware exposes. The child learns it on first use, with the fix (spawn).
 #include "fallback.h"
+#include "env_settings.h"
 
 #include <torch/csrc/utils/device_lazy_init.h>
 
@@ -17,13 +18,9 @@ namespace torch_npu {
 namespace {
 
 c10::DeviceIndex read_device_count() {
-  const char* env = std::getenv("TORCH_NPU_DEVICE_COUNT");
-  if (env == nullptr || *env == '\0') return 2;
-  char* end = nullptr;
-  long value = std::strtol(env, &end, 10);
-  TORCH_CHECK(end != env && *end == '\0' && value >= 1 && value <= 64,
-              "TORCH_NPU_DEVICE_COUNT must be an integer between 1 and 64, got '", env, "'");
-  return static_cast<c10::DeviceIndex>(value);
+  return static_cast<c10::DeviceIndex>(env_settings::read_integer(
+      "TORCH_NPU_DEVICE_COUNT", 2, 1, 64,
+      "an integer between 1 and 64, the number of simulated npu devices (unset, there are 2)"));
 }
 
 thread_local c10::DeviceIndex tls_current_device = 0;

@@ -8,6 +8,7 @@
 // configuration of each SoC. Without the variable the devices stay the generic
 // simulated NPU.
 #include "npu_runtime.h"
+#include "env_settings.h"
 
 #include <c10/core/DeviceCapability.h>
 #include <c10/util/Exception.h>
@@ -44,17 +45,18 @@ std::string upper(std::string s) {
 
 DeviceProfile resolve_profile() {
   DeviceProfile generic{"Simulated Ascend NPU", 16384 * kMiB, 8, 8, 32 * kMiB, 1, 0, true, "simulated"};
-  const char* env = std::getenv("TORCH_NPU_DEVICE_MODEL");
-  if (env == nullptr || *env == '\0') return generic;
-  std::string wanted = upper(env);
+  std::optional<std::string> env = env_settings::read("TORCH_NPU_DEVICE_MODEL");
+  if (!env) return generic;
+  std::string wanted = upper(*env);
   if (wanted.rfind("ASCEND", 0) != 0) wanted = "ASCEND" + wanted;
   std::ostringstream known;
   for (const auto& p : device_profiles()) {
     if (upper(p.name) == wanted) return p;
     known << (known.tellp() > 0 ? ", " : "") << p.name;
   }
-  TORCH_CHECK(false, "TORCH_NPU_DEVICE_MODEL='", env, "' is not a known Ascend device model. Known models: ",
-              known.str(), " (the 'Ascend' prefix is optional); unset the variable for the generic simulated NPU.");
+  env_settings::refuse("TORCH_NPU_DEVICE_MODEL", *env,
+                       "a known Ascend device model: " + known.str() +
+                           " (the 'Ascend' prefix is optional); unset it for the generic simulated NPU");
 }
 
 }  // namespace

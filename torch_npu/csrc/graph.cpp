@@ -821,8 +821,10 @@ void NpuGraph::capture_begin(int64_t pool, const std::string& capture_error_mode
   lazy_init();
   c10::DeviceIndex device = current_device();
   c10::Stream stream = current_stream(device);
-  TORCH_CHECK(stream.id() != 0, "NPU graphs must be captured on a non-default stream: capture inside "
-              "`with torch.npu.graph(g):` (which uses a side stream) or `with torch.npu.stream(s):`");
+  // CUDA's wording (CUDAGraph::capture_begin), checked before anything is set up.
+  TORCH_CHECK(stream.id() != 0, "NPU graphs must be captured on a non-default stream. (However, after capture, "
+              "it's ok to replay them on the default stream.) Capture inside `with torch.npu.graph(g):` (which "
+              "uses a side stream) or `with torch.npu.stream(s):`");
   TORCH_CHECK(capture_id_of_stream(stream) == 0, stream_name(device, stream.id()),
               " is already being captured into another NPU graph");
   int64_t chosen = pool != 0 ? pool : new_pool_id();

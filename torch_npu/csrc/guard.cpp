@@ -40,14 +40,14 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return kNpu; }
 
   c10::Device exchangeDevice(c10::Device d) const override {
-    TORCH_CHECK(d.type() == kNpu, "expected an npu device, got ", d);
+    TORCH_CHECK(d.type() == kNpu, "Expected a npu device, but got: ", d);
     c10::Device old = getDevice();
     if (old.index() != d.index()) set_current_device(d.index());
     return old;
   }
   c10::Device getDevice() const override { return c10::Device(kNpu, current_device()); }
   void setDevice(c10::Device d) const override {
-    TORCH_CHECK(d.type() == kNpu, "expected an npu device, got ", d);
+    TORCH_CHECK(d.type() == kNpu, "Expected a npu device, but got: ", d);
     set_current_device(d.index());
   }
   void uncheckedSetDevice(c10::Device d) const noexcept override {

@@ -3,7 +3,12 @@
 // Blocks are rounded up to a power of two and kept for reuse when freed, with the
 // statistics torch.cuda.host_memory_stats reports; host_empty_cache() gives the cached
 // ones back. Pinned memory is ordinary host memory whose addresses are remembered.
+// It is registered as the npu's at::HostAllocator, the object torch.accelerator's host
+// functions (empty_host_cache, host memory stats) ask for; without one they would call
+// through a null allocator.
 #include "npu_runtime.h"
+
+#include <ATen/core/CachingHostAllocator.h>
 
 #include <c10/util/Exception.h>
 #include <c10/util/llvmMathExtras.h>
@@ -39,7 +44,7 @@ void free_pinned(void* ptr) {
   g_host_free.emplace(size, ptr);
 }
 
-class PinnedHostAllocator final : public c10::Allocator {
+class PinnedHostAllocator final : public at::HostAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     if (nbytes == 0) return {nullptr, nullptr, &free_pinned, c10::Device(c10::kCPU)};
@@ -67,11 +72,19 @@ class PinnedHostAllocator final : public c10::Allocator {
   }
   c10::DeleterFnPtr raw_deleter() const override { return &free_pinned; }
   void copy_data(void* dest, const void* src, std::size_t count) const final { std::memcpy(dest, src, count); }
+  // Copies from pinned memory have finished when the host frees it: nothing to wait for.
+  bool record_event(void* /*ptr*/, void* /*ctx*/, c10::Stream /*stream*/) override { return true; }
+  void empty_cache() override;
+  at::HostStats get_stats() override;
+  void reset_accumulated_stats() override;
+  void reset_peak_stats() override;
 };
 
 PinnedHostAllocator g_pinned_allocator;
 
 }  // namespace
+
+REGISTER_HOST_ALLOCATOR(kNpu, &g_pinned_allocator)
 
 c10::Allocator* pinned_host_allocator() { return &g_pinned_allocator; }
 
@@ -125,5 +138,25 @@ void reset_peak_host_memory_stats() {
   g_host_stats.host_alloc_time.reset_peak();
   g_host_stats.host_free_time.reset_peak();
 }
+
+void PinnedHostAllocator::empty_cache() { host_empty_cache(); }
+
+at::HostStats PinnedHostAllocator::get_stats() {
+  HostStats ours = host_memory_stats();
+  at::HostStats stats;
+  stats.active_requests = ours.active_requests;
+  stats.active_bytes = ours.active_bytes;
+  stats.allocations = ours.allocations;
+  stats.allocated_bytes = ours.allocated_bytes;
+  stats.host_alloc_time = ours.host_alloc_time;
+  stats.host_free_time = ours.host_free_time;
+  stats.num_host_alloc = ours.num_host_alloc;
+  stats.num_host_free = ours.num_host_free;
+  return stats;
+}
+
+void PinnedHostAllocator::reset_accumulated_stats() { reset_accumulated_host_memory_stats(); }
+
+void PinnedHostAllocator::reset_peak_stats() { reset_peak_host_memory_stats(); }
 
 }  // namespace torch_npu

@@ -2,6 +2,7 @@
 // registers the backend (hooks, allocator redirect); the device itself initialises on
 // first use.
 #include "fallback.h"
+#include "device_memory_file.h"
 #include "npu_graph.h"
 #include "npu_observe.h"
 
@@ -209,6 +210,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "Simulated NPU runtime registered as the PrivateUse1 backend";
   register_hooks();
   install_allocators();
+  init_tensor_sharing_bindings(m);
   register_device_redirect(m);
   register_cuda_as_npu(m);
   hccl::add_bindings(m);

@@ -3,6 +3,7 @@
 
 #include "npu_runtime.h"
 #include "npu_observe.h"
+#include "env_settings.h"
 
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
@@ -203,11 +204,10 @@ void GroupState::mark_broken(const std::string& reason) {
   }
   std::string first_line = reason.substr(0, reason.find('\n'));
   board->fail(first_line);
-  if (const char* prefix = std::getenv("TORCH_HCCL_DEBUG_INFO_TEMP_FILE")) {
-    if (*prefix != '\0') {
-      std::ofstream f(std::string(prefix) + std::to_string(rank), std::ios::app);
-      f << reason << "\n";
-    }
+  // Any path prefix is accepted: a file that cannot be opened only loses the report.
+  if (std::optional<std::string> prefix = env_settings::read("TORCH_HCCL_DEBUG_INFO_TEMP_FILE")) {
+    std::ofstream f(*prefix + std::to_string(rank), std::ios::app);
+    f << reason << "\n";
   }
 }
 

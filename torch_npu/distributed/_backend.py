@@ -22,6 +22,7 @@ import torch.distributed as dist
 from torch.distributed import PrefixStore
 
 import torch_npu._C as _C
+from torch_npu import _env_settings
 
 DEFAULT_CONNECT_TIMEOUT_S = 120
 DEFAULT_EXEC_TIMEOUT_S = 1800
@@ -43,16 +44,11 @@ def is_hccl_available() -> bool:
 
 
 def _env_seconds(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return float(default)
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a number of seconds; set it to a positive integer, e.g. {name}=600") from None
-    if not value > 0:
-        raise ValueError(f"{name}={raw!r} must be a positive number of seconds, e.g. {name}=600")
-    return value
+    # Any positive number, so that short timeouts can be exercised; the card's own
+    # upper bound (Atlas A2: 2147483647 s) is the limit.
+    return _env_settings.read_seconds(
+        name, default, accepted=f"a positive number of seconds up to 2147483647, e.g. {name}=600"
+    )
 
 
 def resolve_timeouts(timeout: timedelta | None) -> tuple[timedelta, timedelta]:
@@ -66,14 +62,18 @@ def resolve_timeouts(timeout: timedelta | None) -> tuple[timedelta, timedelta]:
 
 
 def _dump_after_s() -> float:
-    raw = os.environ.get("TORCH_HCCL_DUMP_AFTER_SEC", "")
-    if raw.strip() == "":
-        return 0.0
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"TORCH_HCCL_DUMP_AFTER_SEC={raw!r} is not a number of seconds") from None
-    return max(value, 0.0)
+    return _env_settings.read_seconds(
+        "TORCH_HCCL_DUMP_AFTER_SEC", 0.0, allow_zero=True,
+        accepted="a number of seconds from 0 (no dump, the default) to 2147483647",
+    )
+
+
+def shared_board_requested() -> bool:
+    """``TORCH_HCCL_SHARED_BOARD``: whether ranks on one host share one collective board."""
+    return _env_settings.read_switch(
+        "TORCH_HCCL_SHARED_BOARD", True,
+        accepted="1 (ranks on one host share a collective board, the default) or 0 (each rank keeps its own)",
+    )
 
 
 def _host_identity() -> str:
@@ -113,7 +113,7 @@ def _check_board_setting_agrees(store, rank: int, size: int, connect: timedelta)
     rank that checks over the network and one that waits for the shared board would each wait
     out the connect timeout for the other)."""
     raw = os.environ.get("TORCH_HCCL_SHARED_BOARD", "1")
-    wanted = raw != "0"
+    wanted = shared_board_requested()  # validates the value before any rank waits
     store.set(f"shared_board/{rank}", f"{int(wanted)}{raw}")
     keys = [f"shared_board/{r}" for r in range(size)]
     _wait_keys(store, keys, connect, "every rank to join the group")

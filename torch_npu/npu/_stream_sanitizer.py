@@ -20,6 +20,7 @@ from typing import Any, Iterable
 import torch
 
 import torch_npu._C as _C
+from torch_npu import _env_settings
 
 __all__ = [
     "enable_npu_sanitizer",
@@ -38,8 +39,6 @@ __all__ = [
 ]
 
 ENV_VAR = "TORCH_NPU_SANITIZER"
-_ON = ("1", "true", "yes", "on")
-_OFF = ("", "0", "false", "no", "off")
 
 class AccessType(enum.Enum):
     READ = enum.auto()
@@ -324,12 +323,7 @@ class NPUSanitizer:
 
 def enabled_by_environment() -> bool:
     """Whether ``TORCH_NPU_SANITIZER`` asks for the sanitizer (raises on a value it cannot read)."""
-    value = os.environ.get(ENV_VAR, "").strip().lower()
-    if value in _ON:
-        return True
-    if value in _OFF:
-        return False
-    raise ValueError(
-        f"{ENV_VAR}={os.environ[ENV_VAR]!r} is not understood: set it to 1 to enable the npu stream "
-        f"sanitizer or 0 (or unset it) to leave it off"
+    return _env_settings.read_switch(
+        ENV_VAR, False,
+        accepted="1 (set it to 1 to enable the npu stream sanitizer) or 0 (or unset it) to leave it off",
     )

@@ -60,18 +60,21 @@ def _get_device_index(device: Any = None, optional: bool = False, allow_cpu: boo
     if isinstance(device, torch.device):
         if device.type == "cpu" and allow_cpu:
             return -1
+        # The real package's wording ("a npu"), which scripts and tests match on.
         if device.type != DEVICE_TYPE:
-            raise ValueError(f"Expected an npu device, but got: {given!r}")
+            if allow_cpu:
+                raise ValueError(f"Expected a npu or cpu device, but got: {device}")
+            raise ValueError(f"Expected a npu device, but got: {device}")
         index = device.index
     elif isinstance(device, bool):
-        raise TypeError(f"Expected an npu device or an int index, but got: {given!r}")
+        raise TypeError(f"Expected a npu device or an int index, but got: {given!r}")
     elif isinstance(device, int):
         index = device
     elif device is None:
         index = None
     else:
         raise TypeError(
-            f"Expected an npu device (torch.device, str or int), but got {type(given).__name__}: {given!r}"
+            f"Expected a npu device (torch.device, str or int), but got {type(given).__name__}: {given!r}"
         )
     if index is None:
         if not optional:

@@ -1,0 +1,62 @@
+"""Reading the package's environment variables: one rule per variable, one error format.
+
+Every variable the Python side reads goes through these helpers, so that a bad value
+(negative, too large, not a number, infinite) is refused with a ``ValueError`` naming
+the variable, the value and what it accepts, instead of surfacing later as an
+``OverflowError`` or being silently replaced. An empty value means "unset" for every
+variable. The C++ runtime follows the same rules (``torch_npu/csrc/env_settings.h``).
+"""
+from __future__ import annotations
+
+import math
+import os
+
+__all__ = ["read", "refuse", "read_seconds", "read_switch"]
+
+# Words a switch takes (compared case-insensitively, surrounding spaces ignored).
+SWITCH_ON = ("1", "true", "yes", "on")
+SWITCH_OFF = ("0", "false", "no", "off")
+
+
+def read(name: str) -> str | None:
+    """The variable's value, or None when it is unset or empty."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    return raw
+
+
+def refuse(name: str, raw: str, accepted: str) -> ValueError:
+    """The error for a bad value: ``NAME='value' is not valid: NAME must be <accepted>``."""
+    return ValueError(f"{name}={raw!r} is not valid: {name} must be {accepted}")
+
+
+def read_seconds(name: str, default: float, *, allow_zero: bool = False, maximum: float = 2147483647.0,
+                 accepted: str | None = None) -> float:
+    """A finite number of seconds in (0, maximum] (or [0, maximum]), or ``default`` when unset."""
+    raw = read(name)
+    if raw is None:
+        return float(default)
+    lower = "0" if allow_zero else "0 (exclusive)"
+    rule = accepted or f"a number of seconds from {lower} to {maximum:.0f}, e.g. {name}=600"
+    try:
+        value = float(raw)
+    except ValueError:
+        raise refuse(name, raw, rule) from None
+    if not math.isfinite(value) or value > maximum or value < 0 or (value == 0 and not allow_zero):
+        raise refuse(name, raw, rule)
+    return value
+
+
+def read_switch(name: str, default: bool, *, accepted: str | None = None) -> bool:
+    """An on/off switch (1/true/yes/on, 0/false/no/off), or ``default`` when unset."""
+    raw = read(name)
+    if raw is None:
+        return default
+    word = raw.strip().lower()
+    if word in SWITCH_ON:
+        return True
+    if word in SWITCH_OFF:
+        return False
+    rule = accepted or "1 (or true/yes/on) or 0 (or false/no/off)"
+    raise refuse(name, raw, rule)
