@@ -35,6 +35,7 @@ FAMILIES: tuple[str, ...] = (
     "moe",
     "grouped_matmul",
     "quantization",
+    "gelu_variants",
 )
 
 
