@@ -36,6 +36,7 @@ FAMILIES: tuple[str, ...] = (
     "grouped_matmul",
     "quantization",
     "gelu_variants",
+    "box_overlaps",
 )
 
 

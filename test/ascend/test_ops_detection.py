@@ -1,0 +1,122 @@
+"""The detection operators (box overlaps, box coding, non-maximum suppression) against float64
+references: torchvision's box measures and plain-PyTorch formulas of Ascend's documentation,
+forward and backward, plus argument errors and opcheck."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torchvision_schemas
+from npu_ops_compare import assert_close, opcheck
+
+import torch_npu
+
+torchvision_schemas.define()  # torchvision's Python box measures, without its C++ operators
+import torchvision.ops as tvo  # noqa: E402
+
+BOX_DTYPES = (torch.float32, torch.float16)
+
+
+def random_boxes(n, *, generator=None, scale=10.0):
+    """(n, 4) valid [x1, y1, x2, y2] boxes."""
+    xy = torch.rand(n, 2, generator=generator) * scale
+    wh = torch.rand(n, 2, generator=generator) * scale / 2 + 0.5
+    return torch.cat([xy, xy + wh], dim=1)
+
+
+def to_xywh(boxes):
+    return torch.cat([(boxes[:, :2] + boxes[:, 2:]) / 2, boxes[:, 2:] - boxes[:, :2]], dim=1)
+
+
+# --- npu_iou ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", BOX_DTYPES, ids=str)
+def test_npu_iou_and_iof_against_float64(dtype):
+    b, g = random_boxes(7).to(dtype), random_boxes(5).to(dtype)
+    out = torch_npu.npu_iou(b.npu(), g.npu(), 0)
+    assert out.shape == (5, 7) and out.dtype == dtype
+    assert_close(out, tvo.box_iou(g.double(), b.double()), dtype)
+    iof = torch_npu.npu_iou(b.npu(), g.npu(), mode=1)
+    bd, gd = b.double(), g.double()
+    inter = (torch.minimum(gd[:, None, 2:], bd[None, :, 2:]) - torch.maximum(gd[:, None, :2], bd[None, :, :2])).clamp(min=0).prod(-1)
+    gt_area = (gd[:, 2:] - gd[:, :2]).prod(-1)
+    assert_close(iof, inter / gt_area[:, None], dtype)
+
+
+def test_npu_iou_ascend_documented_example():
+    bboxes = torch.tensor([[0, 0, 10, 10], [10, 10, 20, 20], [32, 32, 38, 42]], dtype=torch.float16)
+    gtboxes = torch.tensor([[0, 0, 10, 20], [0, 10, 10, 10], [10, 10, 20, 20]], dtype=torch.float16)
+    out = torch_npu.npu_iou(bboxes.npu(), gtboxes.npu(), 0).cpu()
+    assert_close(out, tvo.box_iou(gtboxes.double(), bboxes.double()), torch.float16)
+    assert out[0, 0] == 0.5 and out[2, 1] == 1 and out[1].eq(0).all()
+
+
+# --- npu_giou / npu_diou / npu_ciou -------------------------------------------------------------
+
+CROSS_REFERENCE = {
+    "npu_giou": tvo.generalized_box_iou,
+    "npu_diou": lambda a, b: tvo.distance_box_iou(a, b, eps=0.0),
+    "npu_ciou": lambda a, b: tvo.complete_box_iou(a, b, eps=0.0),
+}
+PAIRED_LOSS = {
+    "npu_giou": tvo.generalized_box_iou_loss,
+    "npu_diou": lambda a, b, **kw: tvo.distance_box_iou_loss(a, b, eps=0.0, **kw),
+    "npu_ciou": lambda a, b, **kw: tvo.complete_box_iou_loss(a, b, eps=0.0, **kw),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CROSS_REFERENCE))
+@pytest.mark.parametrize("trans", [False, True])
+def test_box_losses_cross_against_torchvision(name, trans):
+    b, g = random_boxes(6), random_boxes(4)
+    bi, gi = (to_xywh(b), to_xywh(g)) if trans else (b, g)
+    out = getattr(torch_npu, name)(bi.t().contiguous().npu(), gi.t().contiguous().npu(), trans=trans, is_cross=True)
+    assert out.shape == (4, 6)
+    assert_close(out, CROSS_REFERENCE[name](g.double(), b.double()), torch.float32, scale=5)
+
+
+@pytest.mark.parametrize("dtype", BOX_DTYPES, ids=str)
+@pytest.mark.parametrize("name", sorted(CROSS_REFERENCE))
+def test_box_losses_paired_forward_and_backward(name, dtype):
+    # Ascend's training use: xywh column boxes, pairwise, IoU mode; loss = 1 - measure.
+    b, g = random_boxes(16), random_boxes(16)
+    xb = to_xywh(b).t().contiguous().to(dtype).npu().requires_grad_(True)
+    xg = to_xywh(g).t().contiguous().to(dtype).npu().requires_grad_(True)
+    out = getattr(torch_npu, name)(xb, xg, trans=True, is_cross=False, mode=0)
+    assert out.shape == (1, 16) and out.dtype == dtype
+    # reference: the same (rounded) xywh values, in float64, through torchvision's losses
+    rb = xb.detach().cpu().double().t().requires_grad_(True)
+    rg = xg.detach().cpu().double().t().requires_grad_(True)
+
+    def xyxy(t):
+        return torch.cat([t[:, :2] - t[:, 2:] / 2, t[:, :2] + t[:, 2:] / 2], dim=1)
+
+    measure = 1 - PAIRED_LOSS[name](xyxy(rb), xyxy(rg), reduction="none")
+    assert_close(out[0], measure, dtype, scale=5)
+    seed = torch.randn(16)
+    out.backward(seed.to(dtype).npu().unsqueeze(0))
+    measure.backward(seed.to(dtype).double())
+    assert_close(xb.grad.t(), rb.grad, dtype, scale=20)
+    assert_close(xg.grad.t(), rg.grad, dtype, scale=20)
+
+
+def test_box_loss_argument_errors():
+    four = torch.rand(4, 3, device="npu")
+    with pytest.raises(ValueError, match=r"self must have shape \(4, n\)"):
+        torch_npu.npu_giou(torch.rand(3, 4, device="npu"), four)
+    with pytest.raises(ValueError, match="is_cross=False"):
+        torch_npu.npu_diou(four, torch.rand(4, 5, device="npu"))
+    with pytest.raises(ValueError, match="mode=2"):
+        torch_npu.npu_ciou(four, four, mode=2)
+    with pytest.raises(ValueError, match=r"gtboxes must have shape \(n, 4\)"):
+        torch_npu.npu_iou(torch.rand(3, 4, device="npu"), torch.rand(3, 5, device="npu"))
+
+
+def test_box_overlap_opcheck():
+    b = to_xywh(random_boxes(5)).t().contiguous().npu()
+    g = to_xywh(random_boxes(5)).t().contiguous().npu()
+    for name in ("npu_giou", "npu_diou"):
+        opcheck(getattr(torch.ops.npu, name).default, (b.requires_grad_(True), g, True, False, 0))
+        opcheck(getattr(torch.ops.npu, f"{name}_backward").default, (torch.rand(1, 5, device="npu"), b.detach(), g, True, False, 0))
+    opcheck(torch.ops.npu.npu_ciou.default, (b, g, True, True, 0, False))
+    opcheck(torch.ops.npu.npu_ciou_backward.default, (torch.rand(1, 5, device="npu"), b.detach(), g, None, True, False, 0))
+    opcheck(torch.ops.npu.npu_iou.default, (random_boxes(4).npu(), random_boxes(3).npu(), 1))
