@@ -120,3 +120,100 @@ def test_box_overlap_opcheck():
     opcheck(torch.ops.npu.npu_ciou.default, (b, g, True, True, 0, False))
     opcheck(torch.ops.npu.npu_ciou_backward.default, (torch.rand(1, 5, device="npu"), b.detach(), g, None, True, False, 0))
     opcheck(torch.ops.npu.npu_iou.default, (random_boxes(4).npu(), random_boxes(3).npu(), 1))
+
+
+# --- box coding ------------------------------------------------------------------------------
+
+def legacy_centre_size(b):
+    return (b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2, b[:, 2] - b[:, 0] + 1, b[:, 3] - b[:, 1] + 1
+
+
+def encode_reference(anchors, gts, means, stds):
+    px, py, pw, ph = legacy_centre_size(anchors)
+    gx, gy, gw, gh = legacy_centre_size(gts)
+    d = torch.stack([(gx - px) / pw, (gy - py) / ph, (gw / pw).log(), (gh / ph).log()], 1)
+    return (d - torch.tensor(means, dtype=d.dtype)) / torch.tensor(stds, dtype=d.dtype)
+
+
+def decode_reference(rois, deltas, means, stds, max_shape, clip):
+    d = deltas * torch.tensor(stds, dtype=deltas.dtype) + torch.tensor(means, dtype=deltas.dtype)
+    ratio = abs(torch.tensor(clip, dtype=torch.float64).log().item())
+    px, py, pw, ph = legacy_centre_size(rois)
+    gx, gy = px + pw * d[:, 0], py + ph * d[:, 1]
+    gw, gh = pw * d[:, 2].clamp(-ratio, ratio).exp(), ph * d[:, 3].clamp(-ratio, ratio).exp()
+    h, w = max_shape
+    return torch.stack([
+        (gx - gw / 2 + 0.5).clamp(0, w - 1), (gy - gh / 2 + 0.5).clamp(0, h - 1),
+        (gx + gw / 2 - 0.5).clamp(0, w - 1), (gy + gh / 2 - 0.5).clamp(0, h - 1),
+    ], 1)
+
+
+MEANS, STDS = (0.1, -0.2, 0.05, 0.0), (0.1, 0.1, 0.2, 0.2)
+
+
+@pytest.mark.parametrize("dtype", BOX_DTYPES, ids=str)
+def test_bounding_box_encode_and_decode_against_float64(dtype):
+    anchors, gts = random_boxes(12).to(dtype), random_boxes(12).to(dtype)
+    enc = torch_npu.npu_bounding_box_encode(anchors.npu(), gts.npu(), *MEANS, *STDS)
+    assert enc.dtype == dtype and enc.shape == (12, 4)
+    assert_close(enc, encode_reference(anchors.double(), gts.double(), MEANS, STDS), dtype, scale=5)
+    deltas = (torch.randn(12, 4) * 2).to(dtype)
+    dec = torch_npu.npu_bounding_box_decode(anchors.npu(), deltas.npu(), *MEANS, *STDS, [12, 9], 16 / 1000)
+    assert_close(dec, decode_reference(anchors.double(), deltas.double(), MEANS, STDS, (12, 9), 16 / 1000), dtype, scale=5)
+
+
+def test_decode_inverts_encode():
+    anchors, gts = random_boxes(20).double(), random_boxes(20).double()
+    enc = torch_npu.npu_bounding_box_encode(anchors.float().npu(), gts.float().npu(), *MEANS, *STDS)
+    dec = torch_npu.npu_bounding_box_decode(anchors.float().npu(), enc, *MEANS, *STDS, [1000, 1000], 1e-3)
+    assert_close(dec, gts, torch.float32, scale=10)
+
+
+def test_bounding_box_decode_ascend_documented_example():
+    rois = torch.tensor([[1., 2., 3., 4.], [3., 4., 5., 6.]])
+    deltas = torch.tensor([[5., 6., 7., 8.], [7., 8., 9., 6.]])
+    out = torch_npu.npu_bounding_box_decode(rois.npu(), deltas.npu(), 0, 0, 0, 0, 1, 1, 1, 1, (10, 10), 0.1)
+    # Ascend's documented output for this call: [[2.5, 6.5, 9, 9], [9, 9, 9, 9]]
+    assert_close(out, decode_reference(rois.double(), deltas.double(), (0,) * 4, (1,) * 4, (10, 10), 0.1), torch.float32)
+    assert out.cpu().tolist() == [[2.5, 6.5, 9.0, 9.0], [9.0, 9.0, 9.0, 9.0]]
+
+
+def test_yolo_boxes_encode_against_float64():
+    anchors, gts = random_boxes(9), random_boxes(9)
+    stride = torch.randint(8, 33, (9,), dtype=torch.int32)
+    out = torch_npu.npu_yolo_boxes_encode(anchors.npu(), gts.npu(), stride.npu())
+    a, g, s = anchors.double(), gts.double(), stride.double()
+    eps = 1e-6
+    ref = torch.stack([
+        (((g[:, 0] + g[:, 2]) - (a[:, 0] + a[:, 2])) / 2 / s + 0.5).clamp(eps, 1 - eps),
+        (((g[:, 1] + g[:, 3]) - (a[:, 1] + a[:, 3])) / 2 / s + 0.5).clamp(eps, 1 - eps),
+        ((g[:, 2] - g[:, 0]) / (a[:, 2] - a[:, 0])).clamp(min=eps).log(),
+        ((g[:, 3] - g[:, 1]) / (a[:, 3] - a[:, 1])).clamp(min=eps).log(),
+    ], 1)
+    assert_close(out, ref, torch.float32)
+
+
+def test_anchor_response_flags_against_reference():
+    gts = torch.tensor([[0., 0., 16., 16.], [40., 8., 60., 30.], [500., 500., 510., 510.]])
+    out = torch_npu.npu_anchor_response_flags(gts.npu(), [4, 5], [16, 16], 3)
+    assert out.dtype == torch.uint8 and out.shape == (4 * 5 * 3,)
+    ref = torch.zeros(4, 5, 3, dtype=torch.uint8)
+    for x1, y1, x2, y2 in gts.tolist():
+        gx, gy = int((x1 + x2) / 2 // 16), int((y1 + y2) / 2 // 16)
+        if 0 <= gx < 5 and 0 <= gy < 4:
+            ref[gy, gx] = 1
+    assert torch.equal(out.cpu(), ref.reshape(-1))
+
+
+def test_box_coding_errors_and_opcheck():
+    a = random_boxes(4).npu()
+    with pytest.raises(ValueError, match="anchor_box has 4 boxes but ground_truth_box has 3"):
+        torch_npu.npu_bounding_box_encode(a, a[:3], *MEANS, *STDS)
+    with pytest.raises(ValueError, match="max_shape"):
+        torch_npu.npu_bounding_box_decode(a, a, *MEANS, *STDS, [10], 0.1)
+    with pytest.raises(ValueError, match="stride must have one entry per box"):
+        torch_npu.npu_yolo_boxes_encode(a, a, torch.ones(3, dtype=torch.int32, device="npu"))
+    opcheck(torch.ops.npu.npu_bounding_box_encode.default, (a, a + 1, *MEANS, *STDS))
+    opcheck(torch.ops.npu.npu_bounding_box_decode.default, (a, a / 10, *MEANS, *STDS, [20, 20], 0.016))
+    opcheck(torch.ops.npu.npu_yolo_boxes_encode.default, (a, a + 1, torch.full((4,), 8, dtype=torch.int32, device="npu")))
+    opcheck(torch.ops.npu.npu_anchor_response_flags.default, (a, [4, 4], [4, 4], 2))

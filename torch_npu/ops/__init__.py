@@ -37,6 +37,7 @@ FAMILIES: tuple[str, ...] = (
     "quantization",
     "gelu_variants",
     "box_overlaps",
+    "box_coding",
 )
 
 
