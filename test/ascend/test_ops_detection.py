@@ -217,3 +217,99 @@ def test_box_coding_errors_and_opcheck():
     opcheck(torch.ops.npu.npu_bounding_box_decode.default, (a, a / 10, *MEANS, *STDS, [20, 20], 0.016))
     opcheck(torch.ops.npu.npu_yolo_boxes_encode.default, (a, a + 1, torch.full((4,), 8, dtype=torch.int32, device="npu")))
     opcheck(torch.ops.npu.npu_anchor_response_flags.default, (a, [4, 4], [4, 4], 2))
+
+
+# --- non-maximum suppression -------------------------------------------------------------------
+
+def iou_one(a, b):
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union
+
+
+def nms_reference(boxes, scores, iou_threshold, score_threshold=float("-inf"), limit=None):
+    boxes, scores = boxes.double().tolist(), scores.double().tolist()
+    order = sorted((i for i in range(len(scores)) if scores[i] > score_threshold), key=lambda i: -scores[i])
+    kept = []
+    for i in order:
+        if all(iou_one(boxes[i], boxes[k]) <= iou_threshold for k in kept):
+            kept.append(i)
+            if limit is not None and len(kept) == limit:
+                break
+    return kept
+
+
+def clustered_boxes(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    return random_boxes(n, generator=g, scale=6.0), torch.rand(n, generator=g)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_npu_nms_v4_against_reference(seed):
+    boxes, scores = clustered_boxes(40, seed)
+    selected, valid = torch_npu.npu_nms_v4(boxes.npu(), scores.npu(), 12, torch.tensor(0.4).npu(), torch.tensor(0.2).npu())
+    ref = nms_reference(boxes, scores, 0.4, 0.2, 12)
+    assert selected.dtype == valid.dtype == torch.int32 and selected.shape == (12,) and valid.dim() == 0
+    assert int(valid) == len(ref)
+    assert selected[: len(ref)].cpu().tolist() == ref
+    assert selected[len(ref):].eq(0).all()
+
+
+def test_npu_nms_with_mask_against_reference():
+    boxes, scores = clustered_boxes(30, 5)
+    order = torch.sort(scores, descending=True).indices
+    rows = torch.cat([boxes[order], scores[order, None], torch.zeros(30, 3)], dim=1)
+    out_boxes, idx, mask = torch_npu.npu_nms_with_mask(rows.npu(), 0.5)
+    assert out_boxes.shape == (30, 5) and idx.dtype == torch.int32 and mask.dtype == torch.uint8
+    assert torch.equal(out_boxes.cpu(), rows[:, :5])
+    kept = set(nms_reference(rows[:, :4], rows[:, 4], 0.5))
+    assert mask.cpu().tolist() == [1 if i in kept else 0 for i in range(30)]
+    # Ascend's documented example: two disjoint boxes are both kept
+    example = torch.tensor([[0.0, 1.0, 2.0, 3.0, 0.6, 0.5, 0.4, 0.3], [6.0, 7.0, 8.0, 9.0, 0.4, 0.5, 0.6, 0.7]], dtype=torch.float16)
+    b, i, m = torch_npu.npu_nms_with_mask(example.npu(), 0.5)
+    assert torch.equal(b.cpu(), example[:, :5]) and i.cpu().tolist() == [0, 1] and m.cpu().tolist() == [1, 1]
+
+
+@pytest.mark.parametrize("q", [1, 3])
+def test_npu_batch_nms_against_reference(q):
+    g = torch.Generator().manual_seed(q)
+    batch, anchors, classes, per_class, total = 2, 25, 3, 4, 7
+    boxes = random_boxes(batch * anchors * q, generator=g, scale=6.0).reshape(batch, anchors, q, 4)
+    scores = torch.rand(batch, anchors, classes, generator=g)
+    nb, ns, nc, nn = torch_npu.npu_batch_nms(boxes.npu(), scores.npu(), 0.3, 0.5, per_class, total)
+    assert nb.shape == (batch, total, 4) and ns.shape == nc.shape == (batch, total) and nn.dtype == torch.int32
+    for b in range(batch):
+        found = []
+        for c in range(classes):
+            cb = boxes[b, :, 0 if q == 1 else c]
+            for a in nms_reference(cb, scores[b, :, c], 0.5, 0.3, per_class):
+                found.append((scores[b, a, c].item(), c, a))
+        found.sort(key=lambda t: -t[0])
+        found = found[:total]
+        assert int(nn[b]) == len(found)
+        assert ns[b, : len(found)].cpu().tolist() == [s for s, _, _ in found]
+        assert nc[b, : len(found)].cpu().tolist() == [float(c) for _, c, _ in found]
+        expected_boxes = torch.stack([boxes[b, a, 0 if q == 1 else c] for _, c, a in found])
+        assert torch.equal(nb[b, : len(found)].cpu(), expected_boxes)
+        assert nb[b, len(found):].eq(0).all() and ns[b, len(found):].eq(0).all()
+    # the (4, N) layout gives the same result
+    t = torch_npu.npu_batch_nms(boxes.permute(0, 2, 3, 1).contiguous().npu(), scores.npu(), 0.3, 0.5, per_class, total, transpose_box=True)
+    assert all(torch.equal(x.cpu(), y.cpu()) for x, y in zip(t, (nb, ns, nc, nn)))
+
+
+def test_nms_errors_and_opcheck():
+    boxes, scores = clustered_boxes(10, 3)
+    boxes, scores = boxes.npu(), scores.npu()
+    with pytest.raises(ValueError, match=r"scores must have shape \(10,\)"):
+        torch_npu.npu_nms_v4(boxes, scores[:5], 4, torch.tensor(0.5).npu(), torch.tensor(0.0).npu())
+    with pytest.raises(ValueError, match="iou_threshold must be a 0-dimensional tensor"):
+        torch_npu.npu_nms_v4(boxes, scores, 4, torch.tensor([0.5]).npu(), torch.tensor(0.0).npu())
+    with pytest.raises(ValueError, match=r"inputs must have shape \(N, 8\)"):
+        torch_npu.npu_nms_with_mask(boxes, 0.5)
+    with pytest.raises(ValueError, match="q dimension"):
+        torch_npu.npu_batch_nms(boxes.reshape(1, 5, 2, 4), scores.reshape(1, 5, 2)[..., :1].expand(1, 5, 3).contiguous(), 0.1, 0.5, 2, 3)
+    opcheck(torch.ops.npu.npu_nms_v4.default, (boxes, scores, 5, torch.tensor(0.5).npu(), torch.tensor(0.1).npu(), False))
+    opcheck(torch.ops.npu.npu_nms_with_mask.default, (torch.cat([boxes, scores[:, None]], 1), 0.5))
+    opcheck(torch.ops.npu.npu_batch_nms.default, (boxes.reshape(1, 10, 1, 4), torch.rand(1, 10, 2).npu(), 0.1, 0.5, 3, 4))

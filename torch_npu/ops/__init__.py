@@ -38,6 +38,7 @@ FAMILIES: tuple[str, ...] = (
     "gelu_variants",
     "box_overlaps",
     "box_coding",
+    "nms",
 )
 
 
