@@ -39,6 +39,8 @@ FAMILIES: tuple[str, ...] = (
     "box_overlaps",
     "box_coding",
     "nms",
+    "quantize",
+    "weight_dequant",
 )
 
 
