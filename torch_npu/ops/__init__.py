@@ -41,6 +41,10 @@ FAMILIES: tuple[str, ...] = (
     "nms",
     "quantize",
     "weight_dequant",
+    "tensor_slicing",
+    "sign_bits",
+    "index_ops",
+    "reductions",
 )
 
 
