@@ -45,6 +45,8 @@ FAMILIES: tuple[str, ...] = (
     "sign_bits",
     "index_ops",
     "reductions",
+    "moe_finalize",
+    "group_norm",
 )
 
 
