@@ -47,6 +47,9 @@ FAMILIES: tuple[str, ...] = (
     "reductions",
     "moe_finalize",
     "group_norm",
+    "matmul_variants",
+    "stream_memory",
+    "softmax_fusions",
 )
 
 
