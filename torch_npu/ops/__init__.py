@@ -50,6 +50,8 @@ FAMILIES: tuple[str, ...] = (
     "matmul_variants",
     "stream_memory",
     "softmax_fusions",
+    "convolution",
+    "roi_pooling",
 )
 
 
