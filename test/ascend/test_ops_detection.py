@@ -313,3 +313,124 @@ def test_nms_errors_and_opcheck():
     opcheck(torch.ops.npu.npu_nms_v4.default, (boxes, scores, 5, torch.tensor(0.5).npu(), torch.tensor(0.1).npu(), False))
     opcheck(torch.ops.npu.npu_nms_with_mask.default, (torch.cat([boxes, scores[:, None]], 1), 0.5))
     opcheck(torch.ops.npu.npu_batch_nms.default, (boxes.reshape(1, 10, 1, 4), torch.rand(1, 10, 2).npu(), 0.1, 0.5, 3, 4))
+
+
+# --- rotated boxes ---------------------------------------------------------------------------
+
+import math  # noqa: E402
+
+
+def rect_polygon(cx, cy, w, h, degrees):
+    t = math.radians(degrees)
+    c, s = math.cos(t), math.sin(t)
+    return [(cx + dx * c - dy * s, cy + dx * s + dy * c)
+            for dx, dy in ((-w / 2, -h / 2), (w / 2, -h / 2), (w / 2, h / 2), (-w / 2, h / 2))]
+
+
+def clip(subject, clipper):
+    """Sutherland-Hodgman: ``subject`` clipped by the convex counter-clockwise ``clipper``."""
+    out = subject
+    for i in range(len(clipper)):
+        a, b = clipper[i], clipper[(i + 1) % len(clipper)]
+        inside = lambda p: (b[0] - a[0]) * (p[1] - a[1]) - (b[1] - a[1]) * (p[0] - a[0]) >= 0  # noqa: E731
+        points, out = out, []
+        for j in range(len(points)):
+            p, q = points[j], points[(j + 1) % len(points)]
+            if inside(q):
+                if not inside(p):
+                    out.append(cross_point(p, q, a, b))
+                out.append(q)
+            elif inside(p):
+                out.append(cross_point(p, q, a, b))
+        if not out:
+            break
+    return out
+
+
+def cross_point(p, q, a, b):
+    x1, y1, x2, y2, x3, y3, x4, y4 = *p, *q, *a, *b
+    d = (x1 - x2) * (y3 - y4) - (y1 - y2) * (x3 - x4)
+    t = ((x1 - x3) * (y3 - y4) - (y1 - y3) * (x3 - x4)) / d
+    return (x1 + t * (x2 - x1), y1 + t * (y2 - y1))
+
+
+def polygon_area(points):
+    return abs(sum(points[i][0] * points[(i + 1) % len(points)][1] - points[(i + 1) % len(points)][0] * points[i][1]
+                   for i in range(len(points)))) / 2 if len(points) >= 3 else 0.0
+
+
+def random_rotated(b, n, g):
+    xy = torch.rand(b, 2, n, generator=g) * 6
+    wh = torch.rand(b, 2, n, generator=g) * 4 + 0.5
+    angle = torch.rand(b, 1, n, generator=g) * 180 - 90
+    return torch.cat([xy, wh, angle], dim=1)
+
+
+@pytest.mark.parametrize("trans", [False, True])
+def test_rotated_overlaps_and_iou_against_polygon_clipping(trans):
+    g = torch.Generator().manual_seed(3)
+    boxes, query = random_rotated(2, 5, g), random_rotated(2, 4, g)
+    given_boxes, given_query = boxes.clone(), query.clone()
+    if trans:  # [x1, y1, x2, y2, angle] of the unrotated box
+        for t in (given_boxes, given_query):
+            cx, cy, w, h = t[:, 0].clone(), t[:, 1].clone(), t[:, 2].clone(), t[:, 3].clone()
+            t[:, 0], t[:, 1], t[:, 2], t[:, 3] = cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2
+    overlaps = torch_npu.npu_rotated_overlaps(given_boxes.npu(), given_query.npu(), trans=trans)
+    iou = torch_npu.npu_rotated_iou(given_boxes.npu(), given_query.npu(), trans=trans, mode=0, is_cross=True)
+    iof = torch_npu.npu_rotated_iou(given_boxes.npu(), given_query.npu(), trans=trans, mode=1)
+    assert overlaps.shape == iou.shape == (2, 5, 4)
+    for b in range(2):
+        for i in range(5):
+            for j in range(4):
+                pa = rect_polygon(*boxes[b, :, i].double().tolist())
+                pb = rect_polygon(*query[b, :, j].double().tolist())
+                inter = polygon_area(clip(pa, pb))
+                area_a, area_b = polygon_area(pa), polygon_area(pb)
+                assert overlaps[b, i, j].item() == pytest.approx(inter, abs=1e-4)
+                assert iou[b, i, j].item() == pytest.approx(inter / (area_a + area_b - inter), abs=1e-5)
+                assert iof[b, i, j].item() == pytest.approx(inter / area_b, abs=1e-5)
+
+
+def test_rotated_iou_one_to_one_and_errors():
+    g = torch.Generator().manual_seed(4)
+    boxes = random_rotated(1, 6, g)
+    same = torch_npu.npu_rotated_iou(boxes.npu(), boxes.npu(), is_cross=False)
+    assert same.shape == (1, 6)
+    torch.testing.assert_close(same.cpu(), torch.ones(1, 6), atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match=r"query_boxes must have shape \(B, 5, n\)"):
+        torch_npu.npu_rotated_overlaps(boxes.npu(), torch.rand(1, 4, 3, device="npu"))
+    opcheck(torch.ops.npu.npu_rotated_overlaps.default, (boxes.npu(), boxes.npu(), False))
+    opcheck(torch.ops.npu.npu_rotated_iou.default, (boxes.npu(), boxes[:, :, :3].contiguous().npu(), False, 1, True, 0.0, 0.0))
+
+
+# --- grid assign -------------------------------------------------------------------------------
+
+def grid_assign_reference(assigned, overlaps, flags, max_ov, argmax_ov, gt_max, gt_argmax, num_gts, pos_thr, min_pos, assign_all):
+    out = assigned.clone()
+    flags = flags.bool()
+    pos = (max_ov > pos_thr) & flags
+    out[pos] = argmax_ov[pos].to(out.dtype) + 1
+    for i in range(num_gts):
+        if gt_max[i] > min_pos:
+            if assign_all:
+                out[((overlaps[i] == gt_max[i]) & flags)] = i + 1
+            elif flags[gt_argmax[i]]:
+                out[gt_argmax[i]] = i + 1
+    return out
+
+
+@pytest.mark.parametrize("assign_all", [True, False])
+def test_grid_assign_positive_against_mmdetection_logic(assign_all):
+    g = torch.Generator().manual_seed(int(assign_all))
+    k, n = 4, 30
+    overlaps = torch.rand(k, n, generator=g)
+    overlaps[1, 7] = overlaps[1, 9] = 0.99  # tied best boxes for gt 1
+    flags = (torch.rand(n, generator=g) > 0.3).to(torch.uint8)
+    max_ov, argmax_ov = overlaps.max(0)
+    gt_max, gt_argmax = overlaps.max(1)
+    assigned = torch.full((n,), -1.0)
+    args = (overlaps, flags, max_ov, argmax_ov.int(), gt_max, gt_argmax.int())
+    out = torch_npu.npu_grid_assign_positive(assigned.npu(), *(t.npu() for t in args), 3, 0.6, 0.2, assign_all)
+    ref = grid_assign_reference(assigned, overlaps, flags, max_ov, argmax_ov, gt_max, gt_argmax, 3, 0.6, 0.2, assign_all)
+    assert out.dtype == torch.float32 and torch.equal(out.cpu(), ref)
+    opcheck(torch.ops.npu.npu_grid_assign_positive.default, (assigned.npu(), *(t.npu() for t in args), 3, 0.6, 0.2, assign_all))

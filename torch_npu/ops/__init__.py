@@ -52,6 +52,10 @@ FAMILIES: tuple[str, ...] = (
     "softmax_fusions",
     "convolution",
     "roi_pooling",
+    "rotated_boxes",
+    "box_assign",
+    "attention_score",
+    "matmul_all_reduce",
 )
 
 
