@@ -56,6 +56,7 @@ FAMILIES: tuple[str, ...] = (
     "box_assign",
     "attention_score",
     "matmul_all_reduce",
+    "recurrent_attention",
 )
 
 
