@@ -57,6 +57,7 @@ FAMILIES: tuple[str, ...] = (
     "attention_score",
     "matmul_all_reduce",
     "recurrent_attention",
+    "hifloat8",
 )
 
 
