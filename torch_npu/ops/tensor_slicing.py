@@ -67,6 +67,11 @@ def _pad_fake(input, paddings):
 _family.define("npu_pad(Tensor input, int[] paddings) -> Tensor", kernel=_pad, fake=_pad_fake, decompose=True)
 
 
+def npu_pad(input_, paddings):
+    """``torch.ops.npu.npu_pad`` under the Python signature Ascend exports."""
+    return torch.ops.npu.npu_pad(input_, paddings)
+
+
 # --- npu_slice -----------------------------------------------------------------------------
 
 def _slice_bounds(x, offsets, size) -> list[tuple[int, int]]:
@@ -283,7 +288,6 @@ def _stride_add_fake(self, other, offset1, offset2, c1_len):
 _family.define("npu_stride_add(Tensor self, Tensor other, Scalar offset1, Scalar offset2, Scalar c1_len) -> Tensor",
                kernel=_stride_add, fake=_stride_add_fake, decompose=True)
 
-npu_pad = torch.ops.npu.npu_pad
 npu_slice = torch.ops.npu.npu_slice
 npu_indexing = torch.ops.npu.npu_indexing
 npu_stride_add = torch.ops.npu.npu_stride_add
