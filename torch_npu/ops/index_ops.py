@@ -73,9 +73,8 @@ def _check_scatter_nd_args(x, indices, updates) -> None:
 
 def _scatter_nd_update(self, indices, updates):
     _check_scatter_nd_args(self, indices, updates)
-    out = self.clone(memory_format=torch.contiguous_format)
-    out[tuple(indices.long().unbind(-1))] = updates
-    return out
+    # Functional index_put (no in-place write), so that Inductor can decompose into it.
+    return self.contiguous().index_put(tuple(indices.long().unbind(-1)), updates)
 
 
 def _scatter_nd_update_fake(self, indices, updates):
