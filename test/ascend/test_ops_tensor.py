@@ -173,3 +173,14 @@ def test_compiled_layout_ops_equal_eager(fresh_compiled_state):
 
     out = torch.compile(fn, backend="inductor", fullgraph=True)(x)
     assert torch.equal(out, fn(x))
+
+
+def test_npu_format_cast_accepts_customize_dtype():
+    import inspect
+
+    x = torch.randn(4, 16, device="npu")
+    out = torch_npu.npu_format_cast(x, 29, customize_dtype=torch.float16)
+    assert torch_npu.get_npu_format(out) == 29 and torch.equal(out.cpu(), x.cpu())
+    assert list(inspect.signature(torch_npu.npu_format_cast).parameters) == ["self", "acl_format", "customize_dtype"]
+    with pytest.raises(TypeError, match="customize_dtype must be a torch.dtype"):
+        torch_npu.npu_format_cast(x, 29, customize_dtype="fp16")
