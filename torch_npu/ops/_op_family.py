@@ -60,11 +60,33 @@ class OpFamily:
         else:
             self.library.impl(qualified, fake, "Meta")
         if backward is not None:
-            torch.library.register_autograd(
-                target, backward, setup_context=setup_context, lib=self.library
-            )
+            self._register_autograd(qualified, target, backward, setup_context)
         if decompose:
             self.decompositions[f"{name}.{overload or 'default'}"] = kernel
+
+
+    def _register_autograd(self, qualified: str, target: str, backward: Callable, setup_context) -> None:
+        """The Autograd kernel ``torch.library.register_autograd`` would register, built on the
+        operator's first differentiable call instead of at registration.
+
+        ``register_autograd`` builds its kernel at once (a dataclass and an autograd.Function
+        per operator, about half a millisecond each); most operators are never called with
+        autograd in a given process, so ``import torch_npu`` only registers a forwarding
+        kernel. The kernel built on first use is the same one (``make_autograd_impl`` is what
+        ``register_autograd`` calls), so behaviour does not change. Schemas are checked as
+        ``register_autograd`` would check them by test/ascend/test_ops_registration.py.
+        """
+        built: list[Callable] = []
+
+        def autograd_kernel(keyset, *args, **kwargs):
+            if not built:
+                from torch._library import autograd as library_autograd
+
+                op = torch._library.utils.lookup_op(target)
+                built.append(library_autograd.make_autograd_impl(op, library_autograd.Info(backward, setup_context)))
+            return built[0](keyset, *args, **kwargs)
+
+        self.library.impl(qualified, autograd_kernel, "Autograd", with_keyset=True)
 
 
 def overload(qualified: str) -> torch._ops.OpOverload:

@@ -219,5 +219,12 @@ _family.define(
 )
 
 npu_swiglu = torch.ops.npu.npu_swiglu
-npu_gelu = torch.ops.npu.npu_gelu
+
+
+def npu_gelu(x, approximate="none"):
+    """``torch.ops.npu.npu_gelu`` under the Python signature Ascend exports (``approximate``
+    may be passed by position there)."""
+    return torch.ops.npu.npu_gelu(x, approximate=approximate)
+
+
 npu_silu = torch.ops.npu.npu_silu

@@ -74,10 +74,16 @@ torch.library.register_autograd(
 )
 
 
-def npu_format_cast(self: torch.Tensor, acl_format: int) -> torch.Tensor:
+def npu_format_cast(self: torch.Tensor, acl_format: int, customize_dtype=None) -> torch.Tensor:
     """``self`` in the NPU storage format ``acl_format`` (an ACL format id, e.g. 29 for
     FRACTAL_NZ). Casting to the tensor's current format returns ``self``; otherwise a copy
-    with the format recorded (the values are the same)."""
+    with the format recorded (the values are the same). ``customize_dtype`` picks the block
+    size (C0) of Ascend's fractal layout; the simulator records formats, not their blocks, so
+    it is validated and changes nothing."""
+    if customize_dtype is not None and not isinstance(customize_dtype, (torch.dtype, int)):
+        raise TypeError(
+            f"npu_format_cast: customize_dtype must be a torch.dtype (or None), got {type(customize_dtype).__name__}"
+        )
     _check_format(acl_format)
     if self.device.type == "npu" and get_npu_format(self) == acl_format:
         return self

@@ -238,5 +238,14 @@ _family.define(
     fake=_quant_matmul_fake,
 )
 
-npu_dynamic_quant = torch.ops.npu.npu_dynamic_quant
+
+
+def npu_dynamic_quant(input_dummy, smooth_scales=None, group_index=None, dst_type=torch.int8):
+    """``torch.ops.npu.npu_dynamic_quant`` under the Python signature Ascend exports
+    (positional options)."""
+    return torch.ops.npu.npu_dynamic_quant(
+        input_dummy, smooth_scales=smooth_scales, group_index=group_index, dst_type=dst_type
+    )
+
+
 npu_quant_matmul = torch.ops.npu.npu_quant_matmul
