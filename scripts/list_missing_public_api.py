@@ -179,11 +179,27 @@ def _default_text(value: Any) -> str:
 
 
 def actual_signature(obj: Any) -> list[Param]:
+    import torch
+
+    if isinstance(obj, torch._ops.OpOverloadPacket):
+        # An operator's Python face is (*args, **kwargs): its parameters are its schema's.
+        overloads = obj.overloads()
+        first = "default" if "default" in overloads else overloads[0]
+        return _schema_signature(getattr(obj, first)._schema)
     signature = inspect.signature(obj)
     return [
         Param(p.name, p.kind.name, None if p.default is inspect.Parameter.empty else _default_text(p.default))
         for p in signature.parameters.values()
     ]
+
+
+def _schema_signature(schema: Any) -> list[Param]:
+    params = []
+    for argument in schema.arguments:
+        kind = "KEYWORD_ONLY" if argument.kwarg_only else "POSITIONAL_OR_KEYWORD"
+        default = None if not argument.has_default_value() else _default_text(argument.default_value)
+        params.append(Param(argument.name, kind, default))
+    return params
 
 
 def _format(params: list[Param]) -> str:
