@@ -54,7 +54,16 @@ def index_select_out_overlapping_input(dev):
     return x
 
 
+def softmax_out_expanded(dev):
+    # softmax's out= path resizes the (already right-sized) out tensor, then copies into it:
+    # the resize must keep it expanded for the copy to refuse it.
+    out = torch.zeros(1, 4, device=dev).expand(3, 4)
+    torch.softmax(torch.ones(3, 4, device=dev), 0, out=out)
+    return out
+
+
 REFUSED = [
+    softmax_out_expanded,
     add_shifted,
     mul_out_shifted,
     copy_shifted,
@@ -175,6 +184,15 @@ def test_out_resized_over_the_storage_of_its_input():
     assert out_npu.untyped_storage().data_ptr() == buf_npu.untyped_storage().data_ptr()
     assert out_npu.untyped_storage().nbytes() == out_cpu.untyped_storage().nbytes()
     assert out_npu.storage_offset() == out_cpu.storage_offset() == 8
+
+
+def test_resize_to_the_same_size_keeps_the_strides_as_on_cpu():
+    def run(dev):
+        expanded = torch.zeros(1, 4, device=dev).expand(3, 4)
+        transposed = torch.zeros(4, 3, device=dev).t()
+        return [(t.resize_(3, 4).stride(), t.resize_(2, 2).stride()) for t in (expanded, transposed)]
+
+    assert run("npu") == run("cpu")
 
 
 # ---- inside an NPU graph capture ---------------------------------------------------------

@@ -400,9 +400,13 @@ const at::Tensor& npu_resize_(const at::Tensor& self, c10::SymIntArrayRef size_s
                               std::optional<at::MemoryFormat> memory_format) {
   auto size = C10_AS_INTARRAYREF_SLOW(size_sym);
   auto* impl = self.unsafeGetTensorImpl();
-  impl->set_sizes_contiguous(size);
-  auto fmt = memory_format.value_or(at::MemoryFormat::Contiguous);
-  if (fmt != at::MemoryFormat::Preserve) impl->empty_tensor_restride(fmt);
+  // As ATen's resize_: a tensor that already has the size keeps its strides (an expanded
+  // out= tensor stays expanded, so the kernel's overlap check sees it); a new size is
+  // laid out contiguously.
+  if (self.sizes() != size) impl->set_sizes_contiguous(size);
+  if (memory_format.has_value() && *memory_format != at::MemoryFormat::Preserve) {
+    impl->empty_tensor_restride(*memory_format);
+  }
   size_t needed = 0;
   if (self.numel() > 0) {
     int64_t max_offset = 0;
