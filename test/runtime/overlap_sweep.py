@@ -13,13 +13,17 @@ the operator has on cpu) is called with its written tensor aliasing its first in
 - ``internal``: a written tensor that overlaps itself (stride 0, from ``expand``);
 - ``disjoint``: two views of one buffer that do not overlap.
 
+A case agrees when both devices raise the same exception type, or neither raises and
+every tensor it was given and the value it returned have the same geometry (sizes,
+strides, offset, dtype) and equal values (``torch.testing.assert_close``, NaNs equal;
+geometry only for operators whose results hold unwritten memory, like ``resize_``).
+
 A case is built once on cpu and copied to npu with the same storage sharing and geometry
 (``copy_sharing_storage``), then run on both devices from the same seed, on one CPU
-thread (aliasing cpu allows may leave values that depend on the order of the writes). It agrees when
-both raise the same exception type, or neither raises and every buffer it touched, and
-the value it returned, are equal (``torch.testing.assert_close``, NaNs equal).
+thread (aliasing cpu allows may leave values that depend on the order of the writes).
 
-The full sweep forks a child per operator (a crash or a timeout is counted, not fatal);
+The full sweep runs each operator in forked children (a case that crashes is recorded and
+the sweep resumes after it; a timeout is counted);
 the parent never initialises npu. ``test_overlap_sweep.py`` runs a fixed sample in CI.
 
     python test/runtime/overlap_sweep.py [--ops NAME,...] [--timeout S] [--json FILE]
@@ -42,6 +46,12 @@ import torch
 import torch_npu  # noqa: F401  (registers the npu device; initialises nothing)
 
 CASES = ("none", "full", "partial", "internal", "disjoint")
+# Operators whose results hold memory nothing wrote (resize_ growing a storage): only
+# their geometry is compared.
+UNINITIALISED_VALUES = frozenset(
+    {"resize_", "resize_as_", "empty", "empty_like", "empty_strided", "empty_permuted", "new_empty",
+     "new_empty_strided"}
+)
 MAX_SAMPLES = 4
 SEED = 1234
 
@@ -215,7 +225,7 @@ def run(case: Case, op: Any, device: str) -> tuple[Any, BaseException | None]:
     except Exception as e:  # noqa: BLE001  (every exception type is compared)
         return None, e
     touched = [t for t in _tensors((args, kwargs))]
-    return _to_cpu((touched, returned)), None
+    return (_geometry((touched, returned)), _to_cpu((touched, returned))), None
 
 
 def _tensors(obj: Any) -> Iterator[torch.Tensor]:
@@ -227,6 +237,17 @@ def _tensors(obj: Any) -> Iterator[torch.Tensor]:
     elif isinstance(obj, dict):
         for x in obj.values():
             yield from _tensors(x)
+
+
+def _geometry(obj: Any) -> Any:
+    """Sizes, strides, offset and dtype of every tensor in ``obj``."""
+    if isinstance(obj, torch.Tensor):
+        if obj.layout != torch.strided:
+            return (tuple(obj.shape), str(obj.layout), str(obj.dtype))
+        return (tuple(obj.shape), obj.stride(), obj.storage_offset(), str(obj.dtype))
+    if isinstance(obj, (list, tuple)):
+        return [_geometry(x) for x in obj]
+    return obj
 
 
 def _to_cpu(obj: Any) -> Any:
@@ -265,9 +286,12 @@ def compare(case: Case, op: Any) -> Outcome:
         raised = cpu_exc if cpu_exc is not None else npu_exc
         side = "cpu" if cpu_exc is not None else "npu"
         outcome.reason = f"only {side} raised: {str(raised).splitlines()[0][:200] if str(raised) else ''}"
-    elif cpu_exc is None:
+    elif cpu_exc is None and npu_value[0] != cpu_value[0]:
+        outcome.agree = False
+        outcome.reason = f"geometry differs: npu {npu_value[0]}, cpu {cpu_value[0]}"[:300]
+    elif cpu_exc is None and op.name not in UNINITIALISED_VALUES:
         try:
-            torch.testing.assert_close(npu_value, cpu_value, equal_nan=True)
+            torch.testing.assert_close(npu_value[1], cpu_value[1], equal_nan=True)
         except Exception as e:  # noqa: BLE001
             outcome.agree = False
             outcome.reason = "values differ: " + " ".join(str(e).split())[:200]
