@@ -26,7 +26,10 @@ The full sweep runs each operator in forked children (a case that crashes is rec
 the sweep resumes after it; a timeout is counted);
 the parent never initialises npu. ``test_overlap_sweep.py`` runs a fixed sample in CI.
 
-    python test/runtime/overlap_sweep.py [--ops NAME,...] [--timeout S] [--json FILE]
+    python test/runtime/overlap_sweep.py [--ops NAME,...] [--timeout S] [--json FILE] [--capture]
+
+``--capture`` also records each case inside an NPU graph capture: the capture must raise
+cpu's overlap error exactly where cpu raises one (when the operator is recorded).
 """
 from __future__ import annotations
 
@@ -267,9 +270,34 @@ class Outcome:
     npu: str
     agree: bool
     reason: str = ""
+    # With ``capture``: "refused" or "recorded" (the capture raised an overlap error or
+    # did not), compared with whether cpu refused the aliasing; "" when not checked.
+    capture: str = ""
 
 
-def compare(case: Case, op: Any) -> Outcome:
+def is_overlap_refusal(e: BaseException | None) -> bool:
+    return isinstance(e, RuntimeError) and str(e).startswith("unsupported operation:")
+
+
+def capture_refuses(case: Case, op: Any) -> bool:
+    """Whether recording ``case`` in an NPU graph capture raises an overlap error (other
+    capture errors, like an operator whose output shape depends on values, do not count)."""
+    args, kwargs = copy_sharing_storage((case.args, case.kwargs), "npu")
+    if "device" in kwargs:
+        kwargs["device"] = "npu"
+    moved = Case(case.kind, case.variant, args, kwargs)
+    graph = torch.npu.NPUGraph()
+    try:
+        with torch.no_grad(), torch.npu.graph(graph):
+            moved.call(op)
+    except Exception as e:  # noqa: BLE001
+        return is_overlap_refusal(e)
+    finally:
+        graph.reset()
+    return False
+
+
+def compare(case: Case, op: Any, capture: bool = False) -> Outcome:
     # Aliasing that cpu allows can leave order-dependent values (an expanded out= written
     # by several threads): one thread makes the CPU kernel, which npu runs too, deterministic.
     threads = torch.get_num_threads()
@@ -279,6 +307,8 @@ def compare(case: Case, op: Any) -> Outcome:
         npu_value, npu_exc = run(case, op, "npu")
     finally:
         torch.set_num_threads(threads)
+    if capture:
+        refused = capture_refuses(case, op)
     cpu_kind = "ok" if cpu_exc is None else type(cpu_exc).__name__
     npu_kind = "ok" if npu_exc is None else type(npu_exc).__name__
     outcome = Outcome(op_id(op), case.variant, case.kind, cpu_kind, npu_kind, cpu_kind == npu_kind)
@@ -286,16 +316,30 @@ def compare(case: Case, op: Any) -> Outcome:
         raised = cpu_exc if cpu_exc is not None else npu_exc
         side = "cpu" if cpu_exc is not None else "npu"
         outcome.reason = f"only {side} raised: {str(raised).splitlines()[0][:200] if str(raised) else ''}"
-    elif cpu_exc is None and npu_value[0] != cpu_value[0]:
-        outcome.agree = False
-        outcome.reason = f"geometry differs: npu {npu_value[0]}, cpu {cpu_value[0]}"[:300]
-    elif cpu_exc is None and op.name not in UNINITIALISED_VALUES:
-        try:
-            torch.testing.assert_close(npu_value[1], cpu_value[1], equal_nan=True)
-        except Exception as e:  # noqa: BLE001
+    if capture:
+        outcome.capture = "refused" if refused else "recorded"
+        if refused != is_overlap_refusal(cpu_exc):
             outcome.agree = False
-            outcome.reason = "values differ: " + " ".join(str(e).split())[:200]
+            outcome.reason = (outcome.reason + "; " if outcome.reason else "") + (
+                "the capture refused what cpu allows" if refused else "the capture recorded what cpu refuses"
+            )
+    if outcome.agree and cpu_exc is None:
+        outcome.reason = value_difference(op, cpu_value, npu_value)
+        outcome.agree = not outcome.reason
     return outcome
+
+
+def value_difference(op: Any, cpu_value: tuple, npu_value: tuple) -> str:
+    """Why the (geometry, values) npu left differ from cpu's; "" when they agree."""
+    if npu_value[0] != cpu_value[0]:
+        return f"geometry differs: npu {npu_value[0]}, cpu {cpu_value[0]}"[:300]
+    if op.name in UNINITIALISED_VALUES:
+        return ""
+    try:
+        torch.testing.assert_close(npu_value[1], cpu_value[1], equal_nan=True)
+    except Exception as e:  # noqa: BLE001
+        return "values differ: " + " ".join(str(e).split())[:200]
+    return ""
 
 
 def sample_dtype(op: Any) -> torch.dtype | None:
@@ -330,14 +374,14 @@ def op_cases(op: Any, max_samples: int = MAX_SAMPLES) -> Iterator[tuple[int, Cas
                 yield index, case
 
 
-def sweep_op(op: Any, max_samples: int = MAX_SAMPLES) -> tuple[int, list[Outcome]]:
-    """Runs every aliasing case of ``op_cases``; returns the number of samples used and
-    one outcome per case."""
+def sweep_op(op: Any, max_samples: int = MAX_SAMPLES, capture: bool = False) -> tuple[int, list[Outcome]]:
+    """Runs every aliasing case of ``op_cases`` (and, with ``capture``, records it in an
+    NPU graph capture too); returns the number of samples used and one outcome per case."""
     samples: set[int] = set()
     outcomes = []
     for index, case in op_cases(op, max_samples):
         samples.add(index)
-        outcomes.append(compare(case, op))
+        outcomes.append(compare(case, op, capture))
     return len(samples), outcomes
 
 
@@ -354,7 +398,7 @@ class OpReport:
     detail: str = ""
 
 
-def _child(op: Any, skip: int, write_fd: int) -> None:
+def _child(op: Any, skip: int, capture: bool, write_fd: int) -> None:
     """Runs the cases of ``op`` after the first ``skip``, writing one JSON line before
     each case (so that the parent knows which one killed the child) and one with its
     outcome."""
@@ -364,20 +408,20 @@ def _child(op: Any, skip: int, write_fd: int) -> None:
                 if n < skip:
                     continue
                 out.write(json.dumps({"start": n, "sample": index, "case": f"{case.variant} {case.kind}"}) + "\n")
-                out.write(json.dumps({"outcome": asdict(compare(case, op))}) + "\n")
+                out.write(json.dumps({"outcome": asdict(compare(case, op, capture))}) + "\n")
             out.write(json.dumps({"done": True}) + "\n")
         except BaseException as e:  # noqa: BLE001
             detail = f"{type(e).__name__}: {e}"[:300] + " " + traceback.format_exc()[-300:]
             out.write(json.dumps({"error": detail}) + "\n")
 
 
-def _run_child(op: Any, skip: int, deadline: float) -> tuple[list[dict], int]:
+def _run_child(op: Any, skip: int, capture: bool, deadline: float) -> tuple[list[dict], int]:
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
         try:
-            _child(op, skip, write_fd)
+            _child(op, skip, capture, write_fd)
         finally:
             os._exit(0)
     os.close(write_fd)
@@ -398,7 +442,7 @@ def _run_child(op: Any, skip: int, deadline: float) -> tuple[list[dict], int]:
     return [json.loads(line) for line in buffer.decode().splitlines() if line.strip()], status
 
 
-def sweep_forked(op: Any, timeout: float) -> OpReport:
+def sweep_forked(op: Any, timeout: float, capture: bool = False) -> OpReport:
     """``sweep_op`` in forked children: a case that kills its child (a crash of a CPU
     kernel on some aliasing) is recorded and the sweep goes on in a new child."""
     report = OpReport(op_id(op), "done")
@@ -406,7 +450,7 @@ def sweep_forked(op: Any, timeout: float) -> OpReport:
     deadline = time.monotonic() + timeout
     skip = 0
     while True:
-        records, status = _run_child(op, skip, deadline)
+        records, status = _run_child(op, skip, capture, deadline)
         started = None
         finished = False
         for r in records:
@@ -449,6 +493,8 @@ def summarise(reports: list[OpReport]) -> dict:
         "by_kind": {k: sum(1 for o in outcomes if o["kind"] == k) for k in CASES},
         "raise_agree": len(raised),
         "value_agree": len(valued),
+        "capture_refused_agree": sum(1 for o in outcomes if o.get("capture") == "refused" and o["agree"]),
+        "capture_recorded_agree": sum(1 for o in outcomes if o.get("capture") == "recorded" and o["agree"]),
         "disagreements": [o for o in outcomes if not o["agree"]],
     }
 
@@ -458,6 +504,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", help="comma-separated OpInfo names (name.variant for variants)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per operator")
     parser.add_argument("--json", help="write the summary and per-op reports to this file")
+    parser.add_argument("--capture", action="store_true",
+                        help="also record each case in an NPU graph capture, which must refuse what cpu refuses")
     ns = parser.parse_args(argv)
     ops = overlap_ops()
     if ns.ops:
@@ -469,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     reports = []
     started = time.monotonic()
     for i, op in enumerate(ops):
-        report = sweep_forked(op, ns.timeout)
+        report = sweep_forked(op, ns.timeout, ns.capture)
         reports.append(report)
         bad = [o for o in report.outcomes if not o["agree"]]
         print(f"[{i + 1}/{len(ops)}] {report.op}: {report.status}, {len(report.outcomes)} cases, "

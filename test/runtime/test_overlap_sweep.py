@@ -1,6 +1,7 @@
 """The memory-overlap sweep (overlap_sweep.py) over a fixed sample of OpInfo operators:
 elementwise, reductions and scans, indexing, matrix products and concatenation, with
-in-place and out= variants. npu must raise where cpu raises and equal cpu elsewhere.
+in-place and out= variants. npu must raise where cpu raises and equal cpu elsewhere, in
+eager mode and when the call is recorded in an NPU graph capture.
 The full sweep runs from ``python test/runtime/overlap_sweep.py``."""
 import os
 import sys
@@ -45,7 +46,9 @@ def _ops():
 
 @pytest.mark.parametrize("op", _ops(), ids=overlap_sweep.op_id)
 def test_npu_applies_cpus_overlap_rule(op):
-    samples, outcomes = overlap_sweep.sweep_op(op, max_samples=3)
+    # Eager npu against cpu, and each case recorded in an NPU graph capture, which must
+    # refuse exactly the aliasing cpu refuses.
+    samples, outcomes = overlap_sweep.sweep_op(op, max_samples=3, capture=True)
     assert samples > 0
     kinds = {o.kind for o in outcomes}
     assert "none" in kinds and kinds & {"full", "partial", "internal"}, kinds

@@ -560,6 +560,12 @@ bool record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   const size_t begin = stack->size() - num_args;
   std::vector<c10::IValue> cpu_args(stack->begin() + begin, stack->end());
 
+  // Refused aliasing raises now, as the issuing of a CUDA kernel does, not at replay; and
+  // before any shape error, as ATen checks overlap first. (A check run runs the operator,
+  // which raises by itself.)
+  if (!checking) {
+    if (auto refusal = capture_overlap_refusal(op, cpu_args)) abort_capture(capture, *refusal);
+  }
   torch::jit::Stack meta_stack;
   try {
     if (auto native = native_meta(schema, cpu_args)) {
@@ -603,8 +609,6 @@ bool record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     }
   }
   if (checking) return false;
-  // Refused aliasing raises now, as the issuing of a CUDA kernel does, not at replay.
-  if (auto refusal = capture_overlap_refusal(op, cpu_args)) abort_capture(capture, *refusal);
 
   // Map CPU aliases back to their npu tensors (updated when an out= argument is resized).
   std::vector<std::pair<at::Tensor, at::Tensor>> aliases(npu_to_cpu);
