@@ -270,8 +270,10 @@ class Outcome:
     npu: str
     agree: bool
     reason: str = ""
-    # With ``capture``: "refused" or "recorded" (the capture raised an overlap error or
-    # did not), compared with whether cpu refused the aliasing; "" when not checked.
+    # With ``capture``: "refused" (the capture raised an overlap error), "recorded" (no
+    # error), or "aborted" (the capture stopped earlier for another reason, such as a
+    # host sync inside a composite operator, where a CUDA capture stops too); "" when
+    # not checked.
     capture: str = ""
 
 
@@ -279,9 +281,8 @@ def is_overlap_refusal(e: BaseException | None) -> bool:
     return isinstance(e, RuntimeError) and str(e).startswith("unsupported operation:")
 
 
-def capture_refuses(case: Case, op: Any) -> bool:
-    """Whether recording ``case`` in an NPU graph capture raises an overlap error (other
-    capture errors, like an operator whose output shape depends on values, do not count)."""
+def capture_outcome(case: Case, op: Any) -> str:
+    """What recording ``case`` in an NPU graph capture does (``Outcome.capture``)."""
     args, kwargs = copy_sharing_storage((case.args, case.kwargs), "npu")
     if "device" in kwargs:
         kwargs["device"] = "npu"
@@ -291,10 +292,10 @@ def capture_refuses(case: Case, op: Any) -> bool:
         with torch.no_grad(), torch.npu.graph(graph):
             moved.call(op)
     except Exception as e:  # noqa: BLE001
-        return is_overlap_refusal(e)
+        return "refused" if is_overlap_refusal(e) else "aborted"
     finally:
         graph.reset()
-    return False
+    return "recorded"
 
 
 def compare(case: Case, op: Any, capture: bool = False) -> Outcome:
@@ -307,8 +308,7 @@ def compare(case: Case, op: Any, capture: bool = False) -> Outcome:
         npu_value, npu_exc = run(case, op, "npu")
     finally:
         torch.set_num_threads(threads)
-    if capture:
-        refused = capture_refuses(case, op)
+    captured = capture_outcome(case, op) if capture else ""
     cpu_kind = "ok" if cpu_exc is None else type(cpu_exc).__name__
     npu_kind = "ok" if npu_exc is None else type(npu_exc).__name__
     outcome = Outcome(op_id(op), case.variant, case.kind, cpu_kind, npu_kind, cpu_kind == npu_kind)
@@ -316,13 +316,14 @@ def compare(case: Case, op: Any, capture: bool = False) -> Outcome:
         raised = cpu_exc if cpu_exc is not None else npu_exc
         side = "cpu" if cpu_exc is not None else "npu"
         outcome.reason = f"only {side} raised: {str(raised).splitlines()[0][:200] if str(raised) else ''}"
-    if capture:
-        outcome.capture = "refused" if refused else "recorded"
-        if refused != is_overlap_refusal(cpu_exc):
-            outcome.agree = False
-            outcome.reason = (outcome.reason + "; " if outcome.reason else "") + (
-                "the capture refused what cpu allows" if refused else "the capture recorded what cpu refuses"
-            )
+    outcome.capture = captured
+    cpu_refused = is_overlap_refusal(cpu_exc)
+    wrong_capture = (captured == "refused" and not cpu_refused) or (captured == "recorded" and cpu_refused)
+    if wrong_capture:
+        outcome.agree = False
+        outcome.reason = (outcome.reason + "; " if outcome.reason else "") + (
+            "the capture recorded what cpu refuses" if cpu_refused else "the capture refused what cpu allows"
+        )
     if outcome.agree and cpu_exc is None:
         outcome.reason = value_difference(op, cpu_value, npu_value)
         outcome.agree = not outcome.reason
@@ -415,7 +416,9 @@ def _child(op: Any, skip: int, capture: bool, write_fd: int) -> None:
             out.write(json.dumps({"error": detail}) + "\n")
 
 
-def _run_child(op: Any, skip: int, capture: bool, deadline: float) -> tuple[list[dict], int]:
+def _run_child(op: Any, skip: int, capture: bool, deadline: float, case_timeout: float) -> tuple[list[dict], int]:
+    """Runs ``_child`` until it finishes, ``deadline`` passes, or one case takes longer
+    than ``case_timeout`` (a child can hang after a CPU kernel corrupted its heap)."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -426,9 +429,10 @@ def _run_child(op: Any, skip: int, capture: bool, deadline: float) -> tuple[list
             os._exit(0)
     os.close(write_fd)
     buffer = b""
+    last_activity = time.monotonic()
     with os.fdopen(read_fd, "rb") as f:
         while True:
-            left = deadline - time.monotonic()
+            left = min(deadline, last_activity + case_timeout) - time.monotonic()
             if left <= 0:
                 os.kill(pid, signal.SIGKILL)
                 break
@@ -438,11 +442,12 @@ def _run_child(op: Any, skip: int, capture: bool, deadline: float) -> tuple[list
                 if not chunk:
                     break
                 buffer += chunk
+                last_activity = time.monotonic()
     _, status = os.waitpid(pid, 0)
     return [json.loads(line) for line in buffer.decode().splitlines() if line.strip()], status
 
 
-def sweep_forked(op: Any, timeout: float, capture: bool = False) -> OpReport:
+def sweep_forked(op: Any, timeout: float, capture: bool = False, case_timeout: float = 60.0) -> OpReport:
     """``sweep_op`` in forked children: a case that kills its child (a crash of a CPU
     kernel on some aliasing) is recorded and the sweep goes on in a new child."""
     report = OpReport(op_id(op), "done")
@@ -450,7 +455,7 @@ def sweep_forked(op: Any, timeout: float, capture: bool = False) -> OpReport:
     deadline = time.monotonic() + timeout
     skip = 0
     while True:
-        records, status = _run_child(op, skip, capture, deadline)
+        records, status = _run_child(op, skip, capture, deadline, case_timeout)
         started = None
         finished = False
         for r in records:
@@ -472,7 +477,8 @@ def sweep_forked(op: Any, timeout: float, capture: bool = False) -> OpReport:
         if started is None:
             report.status, report.detail = "error", f"child died outside a case (status {status})"
             break
-        report.crashed.append(f"sample {started['sample']} {started['case']} (child status {status})")
+        how = "hung" if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL else f"child status {status}"
+        report.crashed.append(f"sample {started['sample']} {started['case']} ({how})")
         skip = started["start"] + 1
     report.samples = len(samples)
     return report
@@ -495,6 +501,7 @@ def summarise(reports: list[OpReport]) -> dict:
         "value_agree": len(valued),
         "capture_refused_agree": sum(1 for o in outcomes if o.get("capture") == "refused" and o["agree"]),
         "capture_recorded_agree": sum(1 for o in outcomes if o.get("capture") == "recorded" and o["agree"]),
+        "capture_aborted_otherwise": sum(1 for o in outcomes if o.get("capture") == "aborted"),
         "disagreements": [o for o in outcomes if not o["agree"]],
     }
 
