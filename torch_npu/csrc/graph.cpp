@@ -561,6 +561,12 @@ bool record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   const size_t begin = stack->size() - num_args;
   std::vector<c10::IValue> cpu_args(stack->begin() + begin, stack->end());
 
+  // Refused aliasing raises now, as the issuing of a CUDA kernel does, not at replay; and
+  // before any shape error, as ATen checks overlap first. (A check run runs the operator,
+  // which raises by itself.)
+  if (!checking) {
+    if (auto refusal = capture_overlap_refusal(op, cpu_args)) abort_capture(capture, *refusal);
+  }
   torch::jit::Stack meta_stack;
   try {
     if (auto native = native_meta(schema, cpu_args)) {
@@ -615,13 +621,33 @@ bool record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     }
     return at::Tensor();
   };
-  // After `npu` was resized, the recorded arguments must alias its new memory.
+  // After `npu` was resized, the recorded arguments over its storage (itself and the
+  // other views of that storage) must alias its new memory, through one CPU storage again.
   auto refresh_aliases_of = [&](const at::Tensor& npu) {
+    CpuAliasSet fresh_aliases;
     for (auto& m : aliases) {
-      if (m.first.unsafeGetTensorImpl() != npu.unsafeGetTensorImpl()) continue;
-      at::Tensor fresh = cpu_alias(npu);
+      if (!m.first.storage().is_alias_of(npu.storage())) continue;
+      at::Tensor fresh = fresh_aliases.alias(m.first);
+      auto replace = [&](at::Tensor& t) {
+        if (t.defined() && t.unsafeGetTensorImpl() == m.second.unsafeGetTensorImpl()) t = fresh;
+      };
       for (auto& iv : cpu_args) {
-        if (iv.isTensor() && iv.toTensor().unsafeGetTensorImpl() == m.second.unsafeGetTensorImpl()) iv = fresh;
+        if (iv.isTensor()) {
+          at::Tensor t = iv.toTensor();
+          replace(t);
+          iv = t;
+        } else if (iv.isTensorList()) {
+          std::vector<at::Tensor> list = iv.toTensorList().vec();
+          for (auto& t : list) replace(t);
+          iv = c10::List<at::Tensor>(list);
+        } else if (iv.isOptionalTensorList()) {
+          c10::List<std::optional<at::Tensor>> list;
+          for (std::optional<at::Tensor> t : iv.toOptionalTensorList()) {
+            if (t.has_value()) replace(*t);
+            list.push_back(t);
+          }
+          iv = list;
+        }
       }
       m.second = fresh;
     }

@@ -12,6 +12,7 @@
 #include <ATen/SparseTensorImpl.h>
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -19,27 +20,10 @@
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 namespace torch_npu {
-
-// ---- aliasing ---------------------------------------------------------------
-
-at::Tensor cpu_alias(const at::Tensor& t) {
-  const c10::Storage& storage = t.storage();
-  void* data = storage.unsafeGetStorageImpl()->data_ptr().get();
-  // Non-owning, but resizable through the (redirecting) CPU allocator so that out=
-  // kernels that resize their output allocate the new memory on the device.
-  c10::Storage cpu_storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
-                           c10::DataPtr(data, c10::Device(c10::kCPU)), c10::GetCPUAllocator(),
-                           /*resizable=*/true);
-  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(cpu_storage),
-                                                   c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
-  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-  if (t.is_conj()) impl->_set_conj(true);
-  if (t.is_neg()) impl->_set_neg(true);
-  return at::Tensor(std::move(impl));
-}
 
 namespace {
 
@@ -84,7 +68,10 @@ bool is_generator_type(const c10::TypePtr& type) {
 
 struct FallbackCall {
   const c10::OperatorHandle& op;
-  // npu tensors (strided) and the CPU aliases handed to the kernel.
+  // npu tensors (strided) and the CPU aliases handed to the kernel, one entry per npu
+  // tensor; views of one npu storage share one CPU storage, so the CPU kernel's overlap
+  // checks apply.
+  CpuAliasSet aliases;
   std::vector<std::pair<at::Tensor, at::Tensor>> npu_to_cpu;
   // npu sparse tensors and the SparseCPU tensors over the aliases of their parts.
   std::vector<std::pair<at::Tensor, at::Tensor>> sparse_to_cpu;
@@ -122,8 +109,9 @@ struct FallbackCall {
       // Zero tensors have no memory: the kernel reads real zeros.
       return at::zeros(t.sizes(), t.options().device(c10::kCPU));
     }
-    at::Tensor cpu = cpu_alias(t);
-    npu_to_cpu.emplace_back(t, cpu);
+    const bool first_use = aliases.is_new(t);
+    at::Tensor cpu = aliases.alias(t);
+    if (first_use) npu_to_cpu.emplace_back(t, cpu);
     return cpu;
   }
 
@@ -161,12 +149,17 @@ struct FallbackCall {
 };
 
 // Propagates what an out= or in-place CPU kernel did to the storage and geometry of
-// an argument (a resize reallocates through the redirecting allocator).
-void propagate_resize(const at::Tensor& npu, const at::Tensor& cpu, c10::DeviceIndex device) {
+// an argument (a resize reallocates through the redirecting allocator). Several
+// arguments may share one storage: `updated` holds the npu storages already given
+// their new memory (the first adoption takes the memory out of the CPU storage).
+void propagate_resize(const at::Tensor& npu, const at::Tensor& cpu, c10::DeviceIndex device,
+                      std::vector<c10::StorageImpl*>& updated) {
   c10::StorageImpl* cpu_storage = cpu.storage().unsafeGetStorageImpl();
   c10::StorageImpl* npu_storage = npu.storage().unsafeGetStorageImpl();
-  if (cpu_storage->data_ptr().get() != npu_storage->data_ptr().get() ||
-      cpu_storage->nbytes() != npu_storage->nbytes()) {
+  const bool done = std::find(updated.begin(), updated.end(), npu_storage) != updated.end();
+  if (!done && (cpu_storage->data_ptr().get() != npu_storage->data_ptr().get() ||
+                cpu_storage->nbytes() != npu_storage->nbytes())) {
+    updated.push_back(npu_storage);
     c10::Storage fresh = adopt_storage(cpu_storage, device);
     npu_storage->set_data_ptr_noswap(std::move(fresh.unsafeGetStorageImpl()->mutable_data_ptr()));
     npu_storage->set_nbytes(fresh.nbytes());
@@ -287,7 +280,8 @@ void npu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
   for (size_t i = 0; i < num_args; ++i) {
     const auto* alias = args[i].alias_info();
     if (alias == nullptr || !alias->isWrite()) continue;
-    for (const auto& m : call.npu_to_cpu) propagate_resize(m.first, m.second, call.device);
+    std::vector<c10::StorageImpl*> updated;
+    for (const auto& m : call.npu_to_cpu) propagate_resize(m.first, m.second, call.device, updated);
     for (const auto& m : call.sparse_to_cpu) {
       auto* cpu_impl = static_cast<at::SparseTensorImpl*>(m.second.unsafeGetTensorImpl());
       assign_sparse(m.first, m.second, call.to_npu(cpu_impl->indices(), adopted),
@@ -331,7 +325,23 @@ at::Tensor npu_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std
                                            c10::dtype_or_default(dtype));
 }
 
-at::Tensor as_cpu_view(const at::Tensor& t) { return t.device().type() == kNpu ? cpu_alias(t) : t; }
+at::Tensor as_cpu_view(const at::Tensor& t, CpuAliasSet& aliases) {
+  return t.device().type() == kNpu ? aliases.alias(t) : t;
+}
+
+// The overlap rule of the CPU copy (`copy_` of a tensor onto itself, or onto the same
+// elements of the same storage, is a no-op; otherwise its TensorIterator refuses a
+// destination with internal overlap and a partial overlap of source and destination),
+// applied to CPU aliases from one CpuAliasSet.
+void check_copy_overlap(const at::Tensor& dst, const at::Tensor& src) {
+  const bool same_data = dst.is_alias_of(src) && dst.storage_offset() == src.storage_offset() &&
+                         dst.strides().equals(src.strides()) && dst.sizes().equals(src.sizes()) &&
+                         dst.scalar_type() == src.scalar_type() && dst.is_conj() == src.is_conj() &&
+                         dst.is_neg() == src.is_neg();
+  if (dst.is_same(src) || same_data) return;
+  at::assert_no_internal_overlap(dst);
+  at::assert_no_partial_overlap(dst, src);
+}
 
 const std::string& copy_kind(const at::Tensor& src, const at::Tensor& dst) {
   static const std::string h2d = "Memcpy HtoD", d2h = "Memcpy DtoH", d2d = "Memcpy DtoD";
@@ -346,9 +356,12 @@ at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non
   // The copy runs on the current stream of the npu side (the destination's for npu -> npu).
   const c10::DeviceIndex device = dst.device().type() == kNpu ? dst.device().index() : self.device().index();
   if (is_recording()) {
-    // npu -> npu copy inside a capture: record it.
-    at::Tensor src_alias = cpu_alias(self);
-    at::Tensor dst_alias = cpu_alias(dst);
+    // npu -> npu copy inside a capture: record it, refusing now the overlap the CPU copy
+    // would refuse at replay (as CUDA refuses it when the copy is issued).
+    CpuAliasSet aliases;
+    at::Tensor src_alias = aliases.alias(self);
+    at::Tensor dst_alias = aliases.alias(dst);
+    check_copy_overlap(dst_alias, src_alias);
     std::vector<observe::TensorAccess> accesses;
     observe::add_access(accesses, self, false, false, "self");
     observe::add_access(accesses, dst, true, false, "dst");
@@ -368,8 +381,9 @@ at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non
     observe::add_access(launch.accesses(), dst, true, false, "dst");
     launch.start(stream);
   }
-  at::Tensor src_cpu = as_cpu_view(self);
-  at::Tensor dst_cpu = as_cpu_view(dst);
+  CpuAliasSet aliases;
+  at::Tensor src_cpu = as_cpu_view(self, aliases);
+  at::Tensor dst_cpu = as_cpu_view(dst, aliases);
   dst_cpu.copy_(src_cpu);
   if (launch.active() && across_devices) observe::on_stream_wait(current_stream(self.device().index()), stream);
   // A blocking copy to or from host memory waits for the stream, as on hardware.
@@ -387,9 +401,13 @@ const at::Tensor& npu_resize_(const at::Tensor& self, c10::SymIntArrayRef size_s
                               std::optional<at::MemoryFormat> memory_format) {
   auto size = C10_AS_INTARRAYREF_SLOW(size_sym);
   auto* impl = self.unsafeGetTensorImpl();
-  impl->set_sizes_contiguous(size);
-  auto fmt = memory_format.value_or(at::MemoryFormat::Contiguous);
-  if (fmt != at::MemoryFormat::Preserve) impl->empty_tensor_restride(fmt);
+  // As ATen's resize_: a tensor that already has the size keeps its strides (an expanded
+  // out= tensor stays expanded, so the kernel's overlap check sees it); a new size is
+  // laid out contiguously.
+  if (self.sizes() != size) impl->set_sizes_contiguous(size);
+  if (memory_format.has_value() && *memory_format != at::MemoryFormat::Preserve) {
+    impl->empty_tensor_restride(*memory_format);
+  }
   size_t needed = 0;
   if (self.numel() > 0) {
     int64_t max_offset = 0;
@@ -400,9 +418,27 @@ const at::Tensor& npu_resize_(const at::Tensor& self, c10::SymIntArrayRef size_s
   if (needed > storage->nbytes()) {
     TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
     c10::DataPtr fresh = allocate_device_memory(needed, self.device().index(), self.device());
-    if (storage->nbytes() > 0) std::memcpy(fresh.get(), storage->data_ptr().get(), storage->nbytes());
-    storage->set_data_ptr_noswap(std::move(fresh));
+    const size_t kept = storage->nbytes();
+    void* fresh_data = fresh.get();
+    c10::DataPtr old = storage->set_data_ptr(std::move(fresh));
     storage->set_nbytes(needed);
+    if (kept > 0 && is_recording()) {
+      // Inside a capture the old memory's contents are those the recorded work leaves there
+      // at replay (other views of this storage may have been written already): the graph
+      // copies them at replay, and keeps the old memory alive for that.
+      const void* old_data = old.get();
+      at::Tensor old_bytes = npu_tensor_over(
+          c10::Storage(c10::Storage::use_byte_size_t(), kept, std::move(old), npu_allocator(), false),
+          at::empty({static_cast<int64_t>(kept)}, at::TensorOptions().dtype(at::kByte).device(at::kMeta)));
+      std::vector<observe::TensorAccess> accesses;
+      observe::add_access(accesses, old_bytes, false, false, "self");
+      observe::add_access(accesses, self, true, false, "self");
+      record_host_call(observe::replayed_node("aten::resize_", self.device().index(), std::move(accesses),
+                                              [fresh_data, old_data, kept]() { std::memcpy(fresh_data, old_data, kept); }),
+                       {old_bytes, self});
+    } else if (kept > 0) {
+      std::memcpy(fresh_data, old.get(), kept);
+    }
   }
   return self;
 }

@@ -22,6 +22,12 @@ struct CaptureProblem {
 };
 using CaptureProblemSink = std::function<void(const CaptureProblem&)>;
 
+// The overlap error the CPU kernel of `op` raises on `cpu_args` (CPU aliases of the npu
+// arguments, views of one npu storage sharing one CPU storage), if it refuses their
+// aliasing; found without touching their memory (capture_overlap.cpp).
+std::optional<std::string> capture_overlap_refusal(const c10::OperatorHandle& op,
+                                                   const std::vector<c10::IValue>& cpu_args);
+
 // One recorded step: a C++ call, or a Python host kernel called with a prebuilt argument
 // tuple (Inductor's kernels), which replay calls without building anything.
 struct GraphNode {
