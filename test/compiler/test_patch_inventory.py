@@ -65,26 +65,34 @@ from torch_npu import _hccl_registration
 from torch._logging._internal import log_registry
 from multiprocessing.reduction import ForkingPickler
 
+def registration(extension_point):
+    # The one inventory entry made through extension_point: entries are keyed by name.
+    found = [entry for entry in _patches.REGISTRATIONS if entry.startswith(extension_point)]
+    assert len(found) == 1, (extension_point, found)
+    return found[0]
+
+
 folded = ("get_device_properties", "get_device_name", "get_device_capability", "device_count")
 checks = {
-    _patches.REGISTRATIONS[0]: get_interface_for_device("npu") is NpuInterface
+    registration('torch._dynamo.device_interface.register_interface_for_device'): get_interface_for_device("npu") is NpuInterface
         and get_interface_for_device("npu:0") is NpuInterface,
-    _patches.REGISTRATIONS[1]: trace_rules.is_callable_allowed(torch.npu.stream),
-    _patches.REGISTRATIONS[2]: all(id(getattr(torch.npu, n)) in trace_rules._polyfilled_function_ids for n in folded),
-    _patches.REGISTRATIONS[3]: torch.npu.NpuDeviceProperties in common_constant_types,
-    _patches.REGISTRATIONS[4]: supports_graphsafe_rng(torch.device("npu")),
-    _patches.REGISTRATIONS[5]: all(_COMPILER_FNS[n] is registry.ENTRIES[n] for n in registry.ENTRIES),
-    _patches.REGISTRATIONS[6]: common.get_scheduling_for_device("npu") is not None,
-    _patches.REGISTRATIONS[7]: "npu" in common.device_op_overrides_dict,
-    _patches.REGISTRATIONS[8]: torch._fused_sdp_choice(*[torch.ones(1, 2, 3, 4, device="npu")] * 3) == 4,
-    _patches.REGISTRATIONS[9]: torch.ops.npu.npu_rms_norm.default in decompositions,
-    _patches.REGISTRATIONS[10]: torch.distributed.Backend._plugins["HCCL"].creator_fn
+    registration('torch.compiler.allow_in_graph'): trace_rules.is_callable_allowed(torch.npu.stream),
+    registration('torch.compiler.substitute_in_graph'): all(id(getattr(torch.npu, n)) in trace_rules._polyfilled_function_ids for n in folded),
+    registration('torch._dynamo.utils.common_constant_types'): torch.npu.NpuDeviceProperties in common_constant_types,
+    registration('torch._functorch._aot_autograd.utils.register_graphsafe_rng_device_type'): supports_graphsafe_rng(torch.device("npu")),
+    registration('torch._dynamo.register_backend'): all(_COMPILER_FNS[n] is registry.ENTRIES[n] for n in registry.ENTRIES),
+    registration('torch._inductor.codegen.common.register_backend_for_device'): common.get_scheduling_for_device("npu") is not None,
+    registration('torch._inductor.codegen.common.register_device_op_overrides'): "npu" in common.device_op_overrides_dict,
+    registration('at::native::_fused_sdp_choice_stub'): torch._fused_sdp_choice(*[torch.ones(1, 2, 3, 4, device="npu")] * 3)
+        == torch._fused_sdp_choice(*[torch.ones(1, 2, 3, 4)] * 3),
+    registration('torch._inductor.decomposition.register_decomposition'): torch.ops.npu.npu_rms_norm.default in decompositions,
+    registration('torch.distributed.Backend.register_backend'): torch.distributed.Backend._plugins["HCCL"].creator_fn
         is _hccl_registration._create_hccl_backend
         and torch.distributed.Backend.default_device_backend_map["npu"] == "hccl",
-    _patches.REGISTRATIONS[11]: log_registry.log_alias_to_log_qnames.get("npu") == ["torch_npu"]
+    registration('torch._logging register_log'): log_registry.log_alias_to_log_qnames.get("npu") == ["torch_npu"]
         and {"npu_setup", "npu_inductor", "npu_graphs"} <= log_registry.artifact_names,
-    _patches.REGISTRATIONS[12]: torch_npu._C._profiler_registered(),
-    _patches.REGISTRATIONS[13]: all(
+    registration('torch profiler PrivateUse1 registry'): torch_npu._C._profiler_registered(),
+    registration('multiprocessing.reduction.ForkingPickler.register'): all(
         ForkingPickler._extra_reducers[cls] is torch_npu._tensor_sharing.reduce_tensor
         for cls in (*torch._tensor_classes, torch.Tensor, torch.nn.Parameter))
         and ForkingPickler._extra_reducers[torch.UntypedStorage] is torch_npu._tensor_sharing.reduce_storage,

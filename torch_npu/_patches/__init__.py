@@ -36,7 +36,7 @@ REGISTRATIONS: tuple[str, ...] = (
     "torch._dynamo.register_backend: npu, npugraph_ex, npugraphs",
     "torch._inductor.codegen.common.register_backend_for_device: npu",
     "torch._inductor.codegen.common.register_device_op_overrides: npu",
-    "at::native::_fused_sdp_choice_stub (REGISTER_PRIVATEUSE1_DISPATCH, at import): npu SDPA -> overrideable",
+    "at::native::_fused_sdp_choice_stub (REGISTER_PRIVATEUSE1_DISPATCH, at import): npu SDPA takes cpu's choice",
     "torch._inductor.decomposition.register_decomposition: the pointwise and normalisation "
     "npu::npu_* operators of torch_npu.ops (their ATen formulas)",
     # Made by import torch_npu (and its autoload entry point), not by the trigger:
