@@ -26,6 +26,7 @@ FAMILIES: tuple[str, ...] = (
     "fusion_attention",
     "inference_attention",
     "format_cast",
+    "storage_ops",
     "norms",
     "rotary",
     "activations",
