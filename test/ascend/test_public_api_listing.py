@@ -14,8 +14,8 @@ Two lists qualify the walk:
 - ``docs/public_api_exceptions.md``: the names that cannot be simulated. They must exist
   and calling them must raise the ``RuntimeError`` the table says (their signature is
   compared too, except for a name that is not callable, such as the ``npurt`` module).
-- ``NOT_YET_PROVIDED`` below: rows not delivered yet (contrib, the profiler names,
-  the ATen functions, ...). It may only shrink: a name on it that now exists with its
+- ``NOT_YET_PROVIDED`` below: rows not delivered yet (contrib, multiprocessing,
+  ...). It may only shrink: a name on it that now exists with its
   signature fails the test until it is removed, so the list stays exact. Regenerate it with
   ``python scripts/list_missing_public_api.py --python``; the same script prints the
   coverage per area.
@@ -245,37 +245,6 @@ NOT_YET_PROVIDED = [
     'torch_npu.npu_mm_all_reduce_base',
     'torch_npu.npu_prompt_flash_attention',
     'torch_npu.npu_rotary_mul',
-    'torch_npu.profiler._ExperimentalConfig',
-    'torch_npu.profiler.dynamic_profile.init',
-    'torch_npu.profiler.dynamic_profile.set_state',
-    'torch_npu.profiler.dynamic_profile.start',
-    'torch_npu.profiler.dynamic_profile.step',
-    'torch_npu.profiler.experimental_config.AiCMetrics',
-    'torch_npu.profiler.experimental_config.ExportType',
-    'torch_npu.profiler.experimental_config.HostSystem',
-    'torch_npu.profiler.experimental_config.ProfilerLevel',
-    'torch_npu.profiler.experimental_config._ExperimentalConfig',
-    'torch_npu.profiler.experimental_config.supported_ai_core_metrics',
-    'torch_npu.profiler.experimental_config.supported_export_type',
-    'torch_npu.profiler.experimental_config.supported_profiler_level',
-    'torch_npu.profiler.profile',
-    'torch_npu.profiler.profile.disable_profiler_in_child_thread',
-    'torch_npu.profiler.profile.enable_profiler_in_child_thread',
-    'torch_npu.profiler.profiler.analyse',
-    'torch_npu.profiler.profiler.profile',
-    'torch_npu.profiler.profiler.profile.disable_profiler_in_child_thread',
-    'torch_npu.profiler.profiler.profile.enable_profiler_in_child_thread',
-    'torch_npu.profiler.profiler.profile.get_trace_id',
-    'torch_npu.profiler.profiler.profile.set_custom_trace_id_callback',
-    'torch_npu.profiler.profiler.profile.start',
-    'torch_npu.profiler.profiler.profile.step',
-    'torch_npu.profiler.profiler.profile.stop',
-    'torch_npu.profiler.profiler.supported_activities',
-    'torch_npu.profiler.profiler.tensorboard_trace_handler',
-    'torch_npu.profiler.profiler_interface.supported_activities',
-    'torch_npu.profiler.schedule',
-    'torch_npu.profiler.scheduler.ProfilerAction',
-    'torch_npu.profiler.scheduler.Schedule',
 ]
 
 
