@@ -243,3 +243,34 @@ def test_profiler_stays_lazy_at_import():
                          cwd=os.path.dirname(os.path.dirname(torch_npu.__file__)))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:2] == ["[]", "False"]
+
+
+def test_dynamic_profile_collection_running_at_exit_is_written(tmp_path):
+    out_dir = tmp_path / "out"
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"prof_dir": str(out_dir), "active": 50}))
+    code = ("import torch, torch_npu\n"
+            "from torch_npu.profiler import dynamic_profile as dp\n"
+            f"dp.start({str(config)!r})\n"
+            "for _ in range(3):\n"
+            "    with torch.profiler.record_function('exit_step'):\n"
+            "        torch.ones(4, device='npu').add(1)\n"
+            "    dp.step()\n")
+    env = dict(os.environ, TORCH_NPU_MEMORY_CAPACITY_MB="256")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
+                         cwd=os.path.dirname(os.path.dirname(torch_npu.__file__)))
+    assert out.returncode == 0, out.stderr
+    traces = _traces(str(out_dir))
+    assert len(traces) == 1
+    with open(traces[0]) as file:
+        recorded = [e for e in json.load(file)["traceEvents"] if e.get("name") == "exit_step"]
+    assert len(recorded) == 3  # every step run before exit is in the trace
+
+
+def test_dynamic_profile_start_while_another_profiler_runs(tmp_path, fresh_dynamic_profile):
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"prof_dir": str(tmp_path / "out"), "active": 1}))
+    with torch_npu.profiler.profile(activities=CPU_NPU):
+        with pytest.warns(UserWarning, match="could not start"):
+            dp.start(str(config))
+        dp.step()  # training goes on

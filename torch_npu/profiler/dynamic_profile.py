@@ -16,17 +16,20 @@ JSON. Each new save of the file is a new request; ``start_step: 0`` (the templat
 ``rank_list`` restricts collection to those ranks. A bad file never stops training: it is
 reported with a warning and ignored.
 
-``dp.step()`` only looks at the file's modification stamp (one ``stat``); the file is read
+A relative ``prof_dir`` is a folder of the job's working directory. A collection still
+running when the process exits is stopped and written at exit. ``dp.step()`` only looks at the file's modification stamp (one ``stat``); the file is read
 when that changes.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import threading
 import warnings
 from typing import Any
 
+import torch
 from torch.profiler import ProfilerActivity
 
 from .experimental_config import AiCMetrics, ExportType, ProfilerLevel, _ExperimentalConfig
@@ -113,7 +116,7 @@ def _non_negative_int(config: dict, field: str, minimum: int = 0) -> int:
 class _Request:
     """One parsed config file: what to collect and from which step."""
 
-    def __init__(self, config: Any, base_dir: str) -> None:
+    def __init__(self, config: Any) -> None:
         if not isinstance(config, dict):
             raise DynamicProfileConfigError("the config must be a JSON object")
         unknown = set(config) - set(_TEMPLATE)
@@ -129,7 +132,7 @@ class _Request:
         prof_dir = config.get("prof_dir", _TEMPLATE["prof_dir"])
         if not isinstance(prof_dir, str) or not prof_dir:
             raise DynamicProfileConfigError(f"prof_dir must be a directory path, got {prof_dir!r}")
-        self.prof_dir = prof_dir if os.path.isabs(prof_dir) else os.path.join(base_dir, prof_dir)
+        self.prof_dir = os.path.abspath(prof_dir)  # a relative prof_dir names a folder of the job's cwd
         self.options = {}
         for field in ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules", "analyse", "is_rank"):
             value = config.get(field, _TEMPLATE[field])
@@ -171,7 +174,7 @@ def _read_request(path: str) -> _Request:
             config = json.load(file)
     except (OSError, json.JSONDecodeError) as error:
         raise DynamicProfileConfigError(f"cannot read {path}: {error}") from None
-    return _Request(config, os.path.dirname(os.path.abspath(path)))
+    return _Request(config)
 
 
 class _DynamicProfiler:
@@ -230,8 +233,20 @@ class _DynamicProfiler:
                           UserWarning, stacklevel=4)
             self.pending = request
             return
-        self.session = request.new_profile()
-        self.session.start()
+        if torch._C._autograd._profiler_enabled():
+            # torch.profiler keeps one session per process; a second one started inside it
+            # would take the running session's events (and nested stop orders crash Kineto).
+            warnings.warn("dynamic_profile: the collection could not start: another profiler is running",
+                          UserWarning, stacklevel=4)
+            return
+        try:
+            session = request.new_profile()
+            session.start()
+        except (RuntimeError, ValueError, OSError) as error:
+            # e.g. another profiler already runs in this process: report, keep training.
+            warnings.warn(f"dynamic_profile: the collection could not start: {error}", UserWarning, stacklevel=4)
+            return
+        self.session = session
         self.steps_left = request.warmup + request.active
 
     def _end(self) -> None:
@@ -289,6 +304,8 @@ class _DynamicProfiler:
 
 
 _controller = _DynamicProfiler()
+# A job that ends during a collection still gets the trace of the steps it recorded.
+atexit.register(_controller.shutdown)
 
 
 def init(path: str) -> None:
