@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import torch_npu
+from npu_ops_compare import opcheck
 
 FRACTAL_NZ, NC1HWC0, ND = 29, 3, 2
 
@@ -107,3 +108,21 @@ def test_npu_change_data_ptr_points_dst_at_src_offset():
         torch.ops.npu.npu_change_data_ptr(torch.empty(2, dtype=torch.float16, device="npu"), src, 0)
     with pytest.raises(ValueError, match="index"):
         torch.ops.npu.npu_change_data_ptr(torch.empty(2, device="npu"), src, -1)
+
+
+def test_opcheck_schema_fake_and_aot():
+    x = torch.randn(4, 6, device="npu")
+    target = torch_npu.npu_format_cast(torch.empty(1, device="npu"), FRACTAL_NZ)
+    opcheck(torch.ops.npu.npu_format_cast.Tensor, (x, target))
+    opcheck(torch.ops.npu._npu_format_cast.default, (x, FRACTAL_NZ))
+    opcheck(torch.ops.npu._npu_format_cast.aclnn, (x, FRACTAL_NZ, 1))
+    opcheck(torch.ops.npu._npu_format_cast.input_dtype, (x, FRACTAL_NZ, 1, 0))
+    # An empty's values are whatever the memory held, so eager and traced outputs differ by design.
+    torch.library.opcheck(torch.ops.npu.empty_with_format.default, ([2, 3],), {"device": "npu", "acl_format": FRACTAL_NZ},
+                          test_utils=("test_schema", "test_faketensor"))
+    # Ascend's in-place schemas return their aliased input (Tensor(a!)), which AOT autograd
+    # cannot functionalize for a custom operator: schema and fake-tensor checks only.
+    for op, args in ((torch.ops.npu.npu_format_cast_.acl_format, (x.clone(), FRACTAL_NZ)),
+                     (torch.ops.npu.npu_format_cast_.default, (x.clone(), target)),
+                     (torch.ops.npu.copy_memory_.default, (torch.empty(4, 6, device="npu"), x))):
+        torch.library.opcheck(op, args, test_utils=("test_schema", "test_faketensor"))
