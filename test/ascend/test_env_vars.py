@@ -131,6 +131,43 @@ def test_global_log_level_4_silences_and_unset_leaves_logging_alone():
     assert _answer(LOG_LEVEL) == [root, root]
 
 
+MEMORY = """
+import json, torch, torch_npu
+seen = []
+a = torch.empty(1 << 20, device="npu")          # 4 MiB: the large pool
+b = torch.empty(100, device="npu")              # small pool
+seen.append([torch.npu.memory_allocated(), torch.npu.memory_reserved()])
+del a
+seen.append([torch.npu.memory_allocated(), torch.npu.memory_reserved()])
+del b
+seen.append([torch.npu.memory_allocated(), torch.npu.memory_reserved()])
+c = torch.ones(3 << 20, device="npu") * 2
+seen.append(float(c.sum()))
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("conf", ["", "expandable_segments:True"])
+def test_no_memory_caching_returns_freed_memory(conf):
+    cached = _answer(MEMORY, PYTORCH_NPU_ALLOC_CONF=conf)
+    uncached = _answer(MEMORY, PYTORCH_NPU_ALLOC_CONF=conf, PYTORCH_NO_NPU_MEMORY_CACHING="1")
+    assert _answer(MEMORY, PYTORCH_NPU_ALLOC_CONF=conf, PYTORCH_NO_NPU_MEMORY_CACHING="0") == cached
+    assert cached[2] == [0, cached[0][1]]          # the caching allocator keeps everything
+    assert uncached[0] == cached[0]
+    small_segment = 2 << 20
+    assert uncached[1][0] == cached[1][0] and uncached[1][1] < cached[1][1]
+    assert uncached[1][1] <= uncached[1][0] + small_segment   # reserved follows allocated
+    assert uncached[2] == [0, 0]
+    assert uncached[3] == cached[3] == float(3 << 21)
+
+
+def test_no_memory_caching_bad_value_is_refused_at_first_allocation():
+    code = "import torch, torch_npu\ntry:\n    torch.empty(4, device='npu')\nexcept RuntimeError as e:\n    print(e)"
+    out = _run(code, PYTORCH_NO_NPU_MEMORY_CACHING="yes")
+    assert out.returncode == 0, out.stderr
+    assert "PYTORCH_NO_NPU_MEMORY_CACHING='yes' is not valid: PYTORCH_NO_NPU_MEMORY_CACHING must be " in out.stdout
+
+
 HCCL = """
 import json, os, datetime, torch, torch_npu, torch.distributed as dist
 store = dist.HashStore()

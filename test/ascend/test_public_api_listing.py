@@ -48,7 +48,6 @@ NOT_YET_PROVIDED = [
     'aten:npu_format_cast_',
     'aten:npu_format_cast_.acl_format',
     'aten:unsafe_empty_with_format',
-    'env:PYTORCH_NO_NPU_MEMORY_CACHING',
     'torch_npu.contrib.ChannelShuffle',
     'torch_npu.contrib.ChannelShuffle.check_self',
     'torch_npu.contrib.ChannelShuffle.forward',
