@@ -56,6 +56,11 @@ from torch_npu import _log_names  # noqa: E402
 
 _log_names.register()  # TORCH_LOGS=npu and its artifacts (the compile trigger logs to one)
 
+from torch_npu import _public_env  # noqa: E402
+
+_public_env.validate_all()  # Ascend's public variables (TASK_QUEUE_ENABLE...): bad values stop here
+_public_env.apply_log_level()  # ASCEND_GLOBAL_LOG_LEVEL
+
 from torch_npu import (  # noqa: E402
     _autograd_exit_barrier,
     _compile_trigger,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 
-__all__ = ["read", "refuse", "read_seconds", "read_switch"]
+__all__ = ["read", "refuse", "read_seconds", "read_switch", "read_level"]
 
 # Words a switch takes (compared case-insensitively, surrounding spaces ignored).
 SWITCH_ON = ("1", "true", "yes", "on")
@@ -59,4 +59,19 @@ def read_switch(name: str, default: bool, *, accepted: str | None = None) -> boo
     if word in SWITCH_OFF:
         return False
     rule = accepted or "1 (or true/yes/on) or 0 (or false/no/off)"
+    raise refuse(name, raw, rule)
+
+
+def read_level(name: str, default: int, levels: dict[int, str]) -> int:
+    """One of the integer ``levels`` (value -> meaning), or ``default`` when unset.
+
+    Only the plain decimal digits of a listed level are accepted ("2", not "2.0" or
+    "two"), as the C++ side's ``read_integer`` does."""
+    raw = read(name)
+    if raw is None:
+        return default
+    word = raw.strip()
+    if word.isascii() and word.isdigit() and int(word) in levels:
+        return int(word)
+    rule = " or ".join(f"{value} ({meaning})" for value, meaning in levels.items())
     raise refuse(name, raw, rule)

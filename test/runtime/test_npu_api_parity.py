@@ -122,7 +122,7 @@ def test_no_op_configuration_is_accepted_validated_and_remembered(tmp_path):
         torch.npu.matmul.allow_hf32 = "yes"
     assert torch.npu.CubeMathType.USE_HF32 == 3
     torch.npu.set_task_queue_enable(False)
-    assert torch.npu.get_task_queue_enable() is False
+    assert torch.npu.get_task_queue_enable() == 0
     torch.npu.set_task_queue_enable(True)
     torch.npu.set_op_timeout_ms(1000)
     with pytest.raises(ValueError):

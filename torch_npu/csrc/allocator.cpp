@@ -18,6 +18,9 @@
 // frees a tensor, so record_stream never delays reuse; a graph pool's memory goes back
 // as soon as no graph uses it and its last block is freed, where CUDA waits for the
 // next empty_cache().
+// PYTORCH_NO_NPU_MEMORY_CACHING=1 (as PYTORCH_NO_CUDA_MEMORY_CACHING) turns caching off:
+// a freed block whose segment (or expandable page) is wholly free goes back at once, so
+// memory_reserved() follows memory_allocated(); graph pools still keep their memory.
 #include "npu_runtime.h"
 #include "npu_observe.h"
 #include "env_settings.h"
@@ -73,6 +76,7 @@ struct AllocatorConfig {
 };
 
 AllocatorConfig g_config;
+bool g_no_caching = false;  // PYTORCH_NO_NPU_MEMORY_CACHING=1
 
 [[noreturn]] void config_error(const std::string& settings, const std::string& why) {
   TORCH_CHECK(false, "Invalid PYTORCH_NPU_ALLOC_CONF='", settings, "': ", why,
@@ -393,6 +397,9 @@ void init_locked() {
       "an integer number of MiB from 1 to 1048576 (1 TiB), the memory of each simulated card "
       "(unset, it is the memory of the card TORCH_NPU_DEVICE_MODEL names)");
   if (capacity_mb > 0) capacity = static_cast<size_t>(capacity_mb) << 20;
+  g_no_caching = env_settings::read_integer(
+                     "PYTORCH_NO_NPU_MEMORY_CACHING", 0, 0, 1,
+                     "0 (freed memory is cached for reuse, the default) or 1 (freed memory goes back at once)") == 1;
   std::vector<std::unique_ptr<DeviceCache>> caches;
   for (c10::DeviceIndex i = 0; i < device_count(); ++i) caches.push_back(std::make_unique<DeviceCache>(i, capacity));
   for (auto& c : caches) c->stats.max_split_size = static_cast<int64_t>(cfg.max_split_size);
@@ -982,6 +989,14 @@ void free_allocated_locked(Block* block, const std::shared_ptr<c10::GatheredCont
   if (block->size >= g_config.max_split_size) dc.stats.oversize_allocations.decrease(1);
   PrivatePool* owner = block->pool->owner;
   free_block(dc, block, ctx);
+  if (g_no_caching && !owner) {
+    if (block->expandable) {
+      unmap_block(dc, block, ctx);
+      if (!block->mapped && !block->is_split()) release_expandable_segment(dc, block);
+    } else if (!block->is_split()) {
+      release_block(dc, block, ctx);
+    }
+  }
   *allocated = dc.stats.allocated_bytes[0].current;
   *reserved = dc.stats.reserved_bytes[0].current;
   if (owner) {

@@ -22,7 +22,7 @@ import torch.distributed as dist
 from torch.distributed import PrefixStore
 
 import torch_npu._C as _C
-from torch_npu import _env_settings
+from torch_npu import _env_settings, _public_env
 
 DEFAULT_CONNECT_TIMEOUT_S = 120
 DEFAULT_EXEC_TIMEOUT_S = 1800
@@ -158,6 +158,10 @@ def _build_process_group(store, rank: int, size: int, timeout, group_name: str =
     if isinstance(timeout, (int, float)):
         timeout = timedelta(seconds=timeout)
     connect, execute = resolve_timeouts(timeout)
+    # Validated before any rank waits; docs/runtime.md says what each does here.
+    _public_env.hccl_async_error_handling()
+    _public_env.hccl_desync_debug()
+    _public_env.hccl_zero_copy()
     if not 0 <= rank < size:
         raise ValueError(f"hccl: rank {rank} is not in a group of size {size}")
     incarnation = _incarnation(PrefixStore("hccl/", store), size)

@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from torch_npu import _public_env
+
 from ._utils import _get_device_index
 
 __all__ = [
@@ -53,7 +55,7 @@ _options: dict[str, str] = {}
 _state: dict[str, Any] = {
     "jit_compile": False,
     "mm_bmm_format_nd": True,
-    "task_queue_enable": True,
+    "task_queue_enable": None,  # None: as TASK_QUEUE_ENABLE / ASCEND_LAUNCH_BLOCKING say
     "op_timeout_ms": None,
     "compatible_impl": False,
 }
@@ -163,13 +165,20 @@ class CubeMathType(enum.IntEnum):
 
 
 def set_task_queue_enable(enable: bool) -> None:
-    """Turn the host task queue on or off; launches are synchronous on the simulator."""
+    """Turn the host task queue on (at the level ``TASK_QUEUE_ENABLE`` chose, 1 if it chose
+    0) or off; ``ASCEND_LAUNCH_BLOCKING=1`` keeps it off. Launches are synchronous on the
+    simulator whatever the queue says."""
     _state["task_queue_enable"] = _check_bool(enable, "enable")
 
 
-def get_task_queue_enable() -> bool:
-    """What ``set_task_queue_enable`` set (True by default)."""
-    return _state["task_queue_enable"]
+def get_task_queue_enable() -> int:
+    """The task queue level: 0 (off), 1 or 2 (``TASK_QUEUE_ENABLE``, default 1), 0 under
+    ``ASCEND_LAUNCH_BLOCKING=1``, and what ``set_task_queue_enable`` changed."""
+    level = _public_env.task_queue_level()
+    chosen = _state["task_queue_enable"]
+    if chosen is None or _public_env.launch_blocking():
+        return level
+    return max(level, 1) if chosen else 0
 
 
 def set_op_timeout_ms(timeout: int) -> None:

@@ -2,8 +2,12 @@
 
 Ascend cards compute either in saturation mode (an overflow clamps and raises a hidden
 flag) or in INF/NAN mode (an overflow is an inf in the result, as IEEE arithmetic gives).
-The simulator runs the cpu kernels, so it is always in INF/NAN mode: overflows are
-visible in the values, and checking for them means looking for non-finite elements.
+The simulator runs the cpu kernels, so its values always follow IEEE arithmetic: overflows
+are visible in the values, and checking for them means looking for non-finite elements.
+``is_support_inf_nan()`` answers the mode the environment chose, as an A2/A3 card does:
+INF/NAN mode unless ``INF_NAN_MODE_FORCE_DISABLE=1`` forces saturation mode (results are
+not clamped then: cpu's numbers are the promise; ``npu_check_overflow`` still finds the
+overflow a saturating card would flag).
 """
 from __future__ import annotations
 
@@ -12,12 +16,15 @@ import numbers
 
 import torch
 
+from torch_npu import _public_env
+
 __all__ = ["is_support_inf_nan", "npu_check_overflow"]
 
 
 def is_support_inf_nan() -> bool:
-    """Whether overflows give inf/NaN values (INF/NAN mode): always, on the simulator."""
-    return True
+    """Whether the card is in INF/NAN mode (overflows give inf/NaN) rather than saturation
+    mode: True unless ``INF_NAN_MODE_FORCE_DISABLE=1``."""
+    return _public_env.inf_nan_mode()
 
 
 def npu_check_overflow(grad) -> bool:
