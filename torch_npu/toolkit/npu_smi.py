@@ -74,9 +74,9 @@ def render_info(cards: list[Card], driver: str) -> str:
              _row("Chip", "Bus-Id", "AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)"),
              _border("=")]
     for card in cards:
-        lines.append(_row(f"{card.card_id:<6}{card.name}", "OK",
-                          f"{_IDLE_POWER_W:<12.1f}{_IDLE_TEMP_C:<18}{'0    / 0':<}"))
-        lines.append(_row("0", card.bus_id, f"{0:<12}{'0    / 0':<18}{f'{0:<4} / {card.hbm_mb}'}"))
+        hugepages, memory, hbm = "0    / 0", "0    / 0", f"{0:<4} / {card.hbm_mb}"
+        lines.append(_row(f"{card.card_id:<6}{card.name}", "OK", f"{_IDLE_POWER_W:<12.1f}{_IDLE_TEMP_C:<18}{hugepages}"))
+        lines.append(_row("0", card.bus_id, f"{0:<12}{memory:<18}{hbm}"))
         lines.append(_border("="))
     lines.append(_border())
     lines.append(_row("NPU     Chip", "Process id", "Process name             | Process memory(MB)"))
