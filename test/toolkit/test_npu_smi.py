@@ -29,11 +29,13 @@ _CHIP_ROW = re.compile(
     r"\s+(\d+)\s+(\d+)\s*/\s*(\d+)\s+(\d+)\s*/\s*(\d+)\s+\|$"
 )
 _KEY_VALUE = re.compile(r"^\s*(.+?)\s*:\s*(.*)$")
+# The card's own HBM (an empty value is unset), in npu-smi and in the runtime it is compared with;
+# neither allocates.
+_CARD_MEMORY = {"TORCH_NPU_MEMORY_CAPACITY_MB": ""}
 
 
 def _smi(command: list[str], *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    child_env = {**os.environ, "PYTHONPATH": REPO_ROOT, "TORCH_NPU_MEMORY_CAPACITY_MB": "1024", **env}
-    child_env.pop("TORCH_NPU_MEMORY_CAPACITY_MB")  # the card's own HBM is what npu-smi shows
+    child_env = {**os.environ, "PYTHONPATH": REPO_ROOT, **_CARD_MEMORY, **env}
     return subprocess.run([*command, *args], cwd=REPO_ROOT, env=child_env, capture_output=True, text=True,
                           timeout=300)
 
@@ -43,7 +45,7 @@ def _card_as_runtime_reports(env: dict[str, str]) -> dict:
         "import json, torch, torch_npu\n"
         "p = torch.npu.get_device_properties(0)\n"
         "print(json.dumps({'name': p.name, 'hbm_mb': p.total_memory >> 20}))\n",
-        env=env,
+        env={**_CARD_MEMORY, **env},
     )
     return json.loads(out)
 
