@@ -79,6 +79,7 @@ setup(
     ],
     cmdclass={"build_ext": BuildExtensionKeepingObjects},
     entry_points={
+        "console_scripts": ["npu-smi = torch_npu.toolkit.npu_smi:main"],
         "torch.backends": ["torch_npu = torch_npu:_autoload"],
         "torch_dynamo_backends": [
             "npu = torch_npu.compiler.backends.registry:npu_backend_entry",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 
-__all__ = ["read", "refuse", "read_seconds", "read_switch", "read_level"]
+__all__ = ["read", "refuse", "read_seconds", "read_switch", "read_level", "read_integer", "read_distinct_ids"]
 
 # Words a switch takes (compared case-insensitively, surrounding spaces ignored).
 SWITCH_ON = ("1", "true", "yes", "on")
@@ -75,3 +75,39 @@ def read_level(name: str, default: int, levels: dict[int, str]) -> int:
         return int(word)
     rule = " or ".join(f"{value} ({meaning})" for value, meaning in levels.items())
     raise refuse(name, raw, rule)
+
+
+def read_integer(name: str, default: int, minimum: int, maximum: int, accepted: str) -> int:
+    """A decimal integer in [minimum, maximum] (optional '-', digits, nothing else), or
+    ``default`` when unset; the rule of ``env_settings::read_integer`` in C++."""
+    raw = read(name)
+    if raw is None:
+        return default
+    value = _parse_integer(raw, minimum, maximum)
+    if value is None:
+        raise refuse(name, raw, accepted)
+    return value
+
+
+def read_distinct_ids(name: str, count: int, accepted: str) -> list[int] | None:
+    """A comma-separated list of distinct integers in [0, count), in the order given
+    (spaces around items allowed), or None when unset; the rule the C++ runtime applies
+    to ``ASCEND_RT_VISIBLE_DEVICES`` (``torch_npu/csrc/device.cpp``)."""
+    raw = read(name)
+    if raw is None:
+        return None
+    ids: list[int] = []
+    for item in raw.split(","):
+        value = _parse_integer(item.strip(" "), 0, count - 1)
+        if value is None or value in ids:
+            raise refuse(name, raw, accepted)
+        ids.append(value)
+    return ids
+
+
+def _parse_integer(text: str, minimum: int, maximum: int) -> int | None:
+    digits = text[1:] if text.startswith("-") else text
+    if not digits or not all("0" <= c <= "9" for c in digits):
+        return None
+    value = int(text)
+    return value if minimum <= value <= maximum else None

@@ -13,14 +13,49 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace torch_npu {
 namespace {
 
-c10::DeviceIndex read_device_count() {
+c10::DeviceIndex read_card_count() {
   return static_cast<c10::DeviceIndex>(env_settings::read_integer(
       "TORCH_NPU_DEVICE_COUNT", 2, 1, 64,
       "an integer between 1 and 64, the number of simulated npu devices (unset, there are 2)"));
+}
+
+// ASCEND_RT_VISIBLE_DEVICES selects which cards the process sees, in the order given
+// (device i is the i-th listed card), as the Ascend runtime does; the simulated cards are
+// the TORCH_NPU_DEVICE_COUNT ones. A malformed list, an unknown or repeated card is an
+// error rather than a silently smaller machine. torch_npu/_env_settings.py reads the same
+// list with the same rule (visible_device_ids) for the cards' physical ids.
+c10::DeviceIndex read_device_count() {
+  const c10::DeviceIndex cards = read_card_count();
+  std::optional<std::string> raw = env_settings::read("ASCEND_RT_VISIBLE_DEVICES");
+  if (!raw) return cards;
+  const std::string accepted = "a comma-separated list of distinct card ids between 0 and " +
+                               std::to_string(cards - 1) + " (there are " + std::to_string(cards) +
+                               " simulated cards; TORCH_NPU_DEVICE_COUNT sets how many), e.g. "
+                               "ASCEND_RT_VISIBLE_DEVICES=1,0";
+  std::vector<bool> seen(cards, false);
+  c10::DeviceIndex visible = 0;
+  size_t start = 0;
+  while (true) {
+    size_t comma = raw->find(',', start);
+    std::string item = raw->substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t first = item.find_first_not_of(' ');
+    size_t last = item.find_last_not_of(' ');
+    item = first == std::string::npos ? std::string() : item.substr(first, last - first + 1);
+    std::optional<int64_t> card = env_settings::parse_integer(item, 0, cards - 1);
+    if (!card || seen[*card]) env_settings::refuse("ASCEND_RT_VISIBLE_DEVICES", *raw, accepted);
+    seen[*card] = true;
+    ++visible;
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return visible;
 }
 
 thread_local c10::DeviceIndex tls_current_device = 0;
@@ -50,7 +85,7 @@ void check_device_index(int64_t index, const char* what) {
   TORCH_CHECK(index >= 0 && index < device_count(), "Invalid npu device index ", index,
                     " for ", what, ": there are ", static_cast<int>(device_count()),
                     " npu devices (valid indices 0..", device_count() - 1,
-                    "; set TORCH_NPU_DEVICE_COUNT to simulate more)");
+                    "; set TORCH_NPU_DEVICE_COUNT to simulate more, ASCEND_RT_VISIBLE_DEVICES selects among them)");
 }
 
 c10::DeviceIndex resolve_device_index(int64_t index) {

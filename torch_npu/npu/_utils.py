@@ -40,7 +40,7 @@ def _check_index(index: int, given: Any) -> int:
         raise RuntimeError(
             f"Invalid npu device index {index} (from {given!r}): this process has "
             f"{count} npu device(s), valid indices are 0..{count - 1} "
-            "(the count comes from TORCH_NPU_DEVICE_COUNT)"
+            "(the count comes from TORCH_NPU_DEVICE_COUNT and ASCEND_RT_VISIBLE_DEVICES)"
         )
     return index
 
