@@ -46,12 +46,13 @@ class LinearQuant(nn.Module):
         import torch_npu
 
         layer = type(self).__name__
+        if isinstance(linear_quant_input, Tensor) and linear_quant_input.dtype in self._input_dtypes \
+                and linear_quant_input.dtype != self.weight.dtype:
+            raise TypeError(f"{layer}: input and weight must both be int8 (A8W8) or both int32 (packed A4W4), got "
+                            f"{linear_quant_input.dtype} and {self.weight.dtype}")
         packed = self.weight.dtype == torch.int32  # int4 values, eight to a word
         check_input(layer, "linear_quant_input", linear_quant_input, self._input_dtypes,
                     self.in_features // 8 if packed else self.in_features)
-        if linear_quant_input.dtype != self.weight.dtype:
-            raise TypeError(f"{layer}: input and weight must both be int8 (A8W8) or both int32 (packed A4W4), got "
-                            f"{linear_quant_input.dtype} and {self.weight.dtype}")
         weight = self.weight.transpose(-2, -1)
         return torch_npu.npu_quant_matmul(linear_quant_input, weight, self.scale, offset=self.offset,
                                           pertoken_scale=self.pertoken_scale, bias=self.bias,
