@@ -1,4 +1,38 @@
-"""Optional helpers that change how other code runs; each is opt-in by importing it.
+"""Ascend's contrib API: ready-made functions and modules for models ported to the npu, and
+optional helpers that change how other code runs.
 
-``torch_npu.contrib.transfer_to_npu`` runs CUDA scripts on npu.
+``torch_npu.contrib.transfer_to_npu`` runs CUDA scripts on npu; it is opt-in by importing it
+(importing this package does not apply it).
 """
+
+# --- contrib functions (torch_npu.contrib.function), re-exported as Ascend does ----------------
+from torch_npu.contrib.function import (
+    fuse_add_softmax_dropout,
+    matmul_transpose,
+    npu_batched_multiclass_nms,
+    npu_bbox_coder_decode_xywh2xyxy,
+    npu_bbox_coder_encode_xyxy2xywh,
+    npu_bbox_coder_encode_yolo,
+    npu_fast_condition_index_put,
+    npu_fused_attention,
+    npu_fused_attention_with_layernorm,
+    npu_multiclass_nms,
+    npu_single_level_responsible_flags,
+    roll,
+)
+
+CONTRIB_FUNCTIONS = [
+    "npu_multiclass_nms",
+    "npu_batched_multiclass_nms",
+    "npu_single_level_responsible_flags",
+    "npu_fast_condition_index_put",
+    "npu_bbox_coder_encode_yolo",
+    "npu_bbox_coder_encode_xyxy2xywh",
+    "npu_bbox_coder_decode_xywh2xyxy",
+    "fuse_add_softmax_dropout",
+    "roll",
+    "matmul_transpose",
+    "npu_fused_attention_with_layernorm",
+    "npu_fused_attention",
+]
+# --- end of contrib functions ------------------------------------------------------------------
