@@ -64,7 +64,7 @@ class TestMulticlassNms(TestCase):
         g = torch.Generator().manual_seed(seed)
         # distinct scores, exact in float16 (j / 64), so that the order is unambiguous
         scores = (torch.randperm(n * (classes + 1), generator=g).float() + 1).reshape(n, classes + 1) / 64
-        boxes = _boxes(n * classes if per_class_boxes else n, generator=g)
+        boxes = _boxes(n * classes if per_class_boxes else n, high=40, generator=g)  # dense: boxes overlap
         return (boxes.reshape(n, classes, 4) if per_class_boxes else boxes), scores
 
     def test_npu_multiclass_nms_shared_boxes(self):
