@@ -194,8 +194,6 @@ NOT_YET_PROVIDED = [
     'torch_npu.contrib.module.quant_conv2d.QuantConv2d.forward',
     'torch_npu.contrib.module.roi_align.ROIAlign',
     'torch_npu.contrib.module.roi_align.ROIAlign.forward',
-    'torch_npu.multiprocessing.reductions.rebuild_npu_event',
-    'torch_npu.multiprocessing.reductions.rebuild_npu_tensor',
 ]
 
 
