@@ -4,8 +4,10 @@ way Ascend's contrib tests are (``TestCase``, ``create_common_tensor``, ``assert
 plus the errors Ascend's versions raise on bad input.
 """
 import math
+import warnings
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -433,6 +435,64 @@ class TestFusedAttention(TestCase):
             npu_fused_attention(nz[0], nz[1][:, :, :1], *nz[2:], *nd_biases, keep_prob=1.0)
         with self.assertRaisesRegex(TypeError, "npu_fused_attention_with_layernorm"):
             npu_fused_attention_with_layernorm(*nz, *nd_biases)  # gamma and beta missing
+
+
+# --- the IoU family (deprecated on Ascend) ----------------------------------------------------
+
+def _xywh_to_xyxy64(b):
+    b = b.double()
+    return torch.stack([b[0] - b[2] / 2, b[1] - b[3] / 2, b[0] + b[2] / 2, b[1] + b[3] / 2])
+
+
+def _paired_terms64(a, b):
+    """IoU, enclosing box and centre distance of paired column boxes (4, n) [x1, y1, x2, y2]."""
+    inter = (torch.minimum(a[2], b[2]) - torch.maximum(a[0], b[0])).clamp_min(0) * (
+        torch.minimum(a[3], b[3]) - torch.maximum(a[1], b[1])).clamp_min(0)
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    ew = torch.maximum(a[2], b[2]) - torch.minimum(a[0], b[0])
+    eh = torch.maximum(a[3], b[3]) - torch.minimum(a[1], b[1])
+    rho2 = ((a[0] + a[2] - b[0] - b[2]) / 2) ** 2 + ((a[1] + a[3] - b[1] - b[3]) / 2) ** 2
+    return inter / union, union, ew, eh, rho2
+
+
+@pytest.mark.filterwarnings("ignore:torch_npu.contrib.*deprecated:FutureWarning")
+class TestIou(TestCase):
+    def test_npu_iou_every_pair(self):
+        from torch_npu.contrib import npu_iou, npu_ptiou
+
+        a, b = _boxes(5), _boxes(3)
+        inter = (torch.minimum(a[:, None, 2:], b[None, :, 2:]) - torch.maximum(a[:, None, :2], b[None, :, :2]))
+        inter = inter.double().clamp_min(0).prod(-1)
+        area = lambda x: (x[:, 2:] - x[:, :2]).double().prod(-1)  # noqa: E731
+        expected = (inter / (area(a)[:, None] + area(b)[None] - inter)).float()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = npu_iou(a.npu(), b.npu(), mode="iou")
+        self.assertTrue(any(issubclass(w.category, FutureWarning) and "deprecated" in str(w.message) for w in caught))
+        self.assertEqual(tuple(out.shape), (5, 3))
+        self.assertRtolEqual(expected, out.cpu())
+        self.assertRtolEqual(expected, npu_ptiou(a.half().npu(), b.half().npu()).cpu())  # ptiou, float32 out
+        normalised = npu_iou((a / 100).npu(), (b / 100).npu(), is_normalized=True, normalized_scale=100.)
+        self.assertRtolEqual(expected, normalised.cpu(), prec=1e-3)
+        with self.assertRaisesRegex(ValueError, "Expected mode in"):
+            npu_iou(a.npu(), b.npu(), mode="giou")
+
+    def test_npu_giou_diou_ciou(self):
+        from torch_npu.contrib.function import npu_ciou, npu_diou, npu_giou
+
+        xywh1 = torch.cat([torch.rand(6, 2) * 10, torch.rand(6, 2) * 4 + 1], 1)
+        xywh2 = xywh1 + torch.randn(6, 4) * 0.5
+        a, b = _xywh_to_xyxy64(xywh1.t()), _xywh_to_xyxy64(xywh2.t())
+        iou, union, ew, eh, rho2 = _paired_terms64(a, b)
+        giou = iou - (ew * eh - union) / (ew * eh)
+        diou = iou - rho2 / (ew ** 2 + eh ** 2)
+        v = 4 / math.pi ** 2 * (torch.atan((b[2] - b[0]) / (b[3] - b[1])) - torch.atan((a[2] - a[0]) / (a[3] - a[1]))) ** 2
+        ciou = diou - v / (1 - iou + v) * v
+        self.assertRtolEqual(giou.float(), npu_giou(xywh1.npu(), xywh2.npu()).cpu().reshape(-1))
+        self.assertRtolEqual(diou.float(), npu_diou(xywh1.t().npu(), xywh2.t().npu()).cpu().reshape(-1))
+        self.assertRtolEqual(ciou.float(), npu_ciou(xywh1.t().npu(), xywh2.t().npu()).cpu().reshape(-1))
+        with self.assertRaisesRegex(ValueError, "boxes1.shape == boxes2.shape"):
+            npu_giou(xywh1.npu(), xywh2[:3].npu())
 
 
 class TestContribReexports(TestCase):

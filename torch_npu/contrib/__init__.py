@@ -20,6 +20,7 @@ from torch_npu.contrib.function import (
     npu_single_level_responsible_flags,
     roll,
 )
+from torch_npu.contrib.function import npu_ciou, npu_diou, npu_giou, npu_iou, npu_ptiou  # deprecated on Ascend
 
 CONTRIB_FUNCTIONS = [
     "npu_multiclass_nms",
