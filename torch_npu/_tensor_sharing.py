@@ -12,7 +12,10 @@ the table is multiprocessing's documented registry. Delete this module when PyTo
 reductions let a PrivateUse1 backend share its storages.
 
 As CUDA does (its IPC reference counter), the sender keeps every storage it sent until the
-receiver lets go of it, so the memory is not reused under the receiver's feet.
+receiver lets go of it, so the memory is not reused under the receiver's feet. A tensor
+travels as ``rebuild_npu_tensor`` and the fifteen arguments Ascend's (and CUDA's) rebuild
+takes, so that ``torch_npu.multiprocessing.reductions`` names the function pickles refer to;
+``interprocess=True`` npu events travel as ``rebuild_npu_event(device, handle)``.
 """
 from __future__ import annotations
 
