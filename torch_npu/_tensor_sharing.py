@@ -12,7 +12,10 @@ the table is multiprocessing's documented registry. Delete this module when PyTo
 reductions let a PrivateUse1 backend share its storages.
 
 As CUDA does (its IPC reference counter), the sender keeps every storage it sent until the
-receiver lets go of it, so the memory is not reused under the receiver's feet.
+receiver lets go of it, so the memory is not reused under the receiver's feet. A tensor
+travels as ``rebuild_npu_tensor`` and the fifteen arguments Ascend's (and CUDA's) rebuild
+takes, so that ``torch_npu.multiprocessing.reductions`` names the function pickles refer to;
+``interprocess=True`` npu events travel as ``rebuild_npu_event(device, handle)``.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from torch.multiprocessing import reductions as _torch_reductions
 
 import torch_npu._C as _C
 
-__all__ = ["register", "reduce_tensor", "reduce_storage", "rebuild_npu_tensor"]
+__all__ = ["register", "reduce_tensor", "reduce_storage", "reduce_event", "rebuild_npu_tensor"]
 
 # Counter slot -> the storage kept for the receiver that holds it.
 _sent: dict[int, torch.UntypedStorage] = {}
@@ -53,7 +56,9 @@ def reduce_tensor(tensor: torch.Tensor):
     _let_go_of_released()
     storage = tensor.untyped_storage()
     nbytes = storage.nbytes()
-    share = None
+    handle = counter = None
+    slot = device = -1
+    offset_in_ranges = 0
     if nbytes > 0:
         found = _C._share_device_memory(storage.data_ptr(), nbytes)
         if found is None:
@@ -65,32 +70,52 @@ def reduce_tensor(tensor: torch.Tensor):
         device, fd, offset_in_ranges, ranges, counter_fd, slot = found
         with _sent_lock:
             _sent[slot] = storage
-        share = (device, DupFd(fd), offset_in_ranges, ranges, DupFd(counter_fd), slot)
+        handle, counter = (DupFd(fd), ranges), DupFd(counter_fd)
+    # Ascend's (and CUDA's) argument list: the storage is named by a handle (here the device
+    # memory file and the page ranges holding the storage), the sender's reference counter
+    # by a handle and an offset (here the counter file and its slot). Work on the simulated
+    # device is finished when it is queued, so no event needs to be waited for.
     return (
         rebuild_npu_tensor,
-        (type(tensor), share, nbytes, tensor.device.index, tensor.dtype, tuple(tensor.size()),
-         tuple(tensor.stride()), tensor.storage_offset(), tensor.requires_grad),
+        (type(tensor), tuple(tensor.size()), tuple(tensor.stride()), tensor.storage_offset(), type(storage),
+         tensor.dtype, tensor.device.index if device < 0 else device, handle, nbytes, offset_in_ranges,
+         tensor.requires_grad, counter, slot, None, False),
     )
 
 
-def rebuild_npu_tensor(cls, share, nbytes, device_index, dtype, size, stride, storage_offset, requires_grad):
-    device = torch.device("npu", device_index)
-    if share is None:
-        tensor = torch.empty_strided(size, stride, dtype=dtype, device=device)
+def rebuild_npu_tensor(tensor_cls, tensor_size, tensor_stride, tensor_offset, storage_cls, dtype, storage_device,
+                       storage_handle, storage_size_bytes, storage_offset_bytes, requires_grad, ref_counter_handle,
+                       ref_counter_offset, event_handle, event_sync_required):
+    """The npu tensor another process sent (``torch_npu.multiprocessing.reductions`` names it
+    with Ascend's parameter list): its storage is mapped from the sender's device memory, so
+    both processes see the same memory."""
+    device = torch.device("npu", storage_device)
+    if event_sync_required and event_handle is not None:
+        torch.npu.Event.from_ipc_handle(device, event_handle).synchronize()
+    if storage_handle is None or storage_size_bytes == 0:
+        tensor = torch.empty_strided(tensor_size, tensor_stride, dtype=dtype, device=device)
     else:
-        index, memory, offset_in_ranges, ranges, counter, slot = share
-        fd, counter_fd = memory.detach(), counter.detach()
+        memory, ranges = storage_handle
+        fd, counter_fd = memory.detach(), ref_counter_handle.detach()
         try:
-            raw = _C._import_device_memory(fd, index, offset_in_ranges, ranges, nbytes, counter_fd, slot)
+            raw = _C._import_device_memory(fd, storage_device, storage_offset_bytes, ranges, storage_size_bytes,
+                                           counter_fd, ref_counter_offset)
         finally:
             os.close(fd)
             os.close(counter_fd)
         tensor = torch.empty((0,), dtype=dtype, device=raw.device)
-        tensor.set_(raw.untyped_storage(), storage_offset, size, stride)
-    if cls is torch.nn.Parameter:
+        tensor.set_(raw.untyped_storage(), tensor_offset, tensor_size, tensor_stride)
+    if tensor_cls is torch.nn.Parameter:
         return torch.nn.Parameter(tensor, requires_grad=requires_grad)
     tensor.requires_grad = requires_grad
     return tensor
+
+
+def reduce_event(event):
+    """An npu event travels as its device and ``ipc_handle()`` (``interprocess=True`` events)."""
+    from torch_npu.multiprocessing.reductions import rebuild_npu_event
+
+    return (rebuild_npu_event, (event.device.index if event.device.index is not None else -1, event.ipc_handle()))
 
 
 def reduce_storage(storage: torch.UntypedStorage):
@@ -106,3 +131,6 @@ def register() -> None:
     for cls in (*torch._tensor_classes, torch.Tensor, torch.nn.parameter.Parameter):
         ForkingPickler.register(cls, reduce_tensor)
     ForkingPickler.register(torch.UntypedStorage, reduce_storage)
+    from torch_npu.npu.streams import Event
+
+    ForkingPickler.register(Event, reduce_event)

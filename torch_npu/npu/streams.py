@@ -7,6 +7,8 @@ only add the ``torch.cuda``-style constructors and device checks.
 """
 from __future__ import annotations
 
+import os
+import struct
 import time
 from typing import Any
 
@@ -107,6 +109,11 @@ class Stream(torch.Stream):
 _data_preprocess_streams: dict[tuple[int, int], bool] = {}
 
 
+# Event.ipc_handle(): magic, sender pid, sender device index.
+_IPC_EVENT_MAGIC = b"NPUEVENT"
+_IPC_EVENT_HANDLE = struct.Struct("<8sqq")
+
+
 class Event(torch.Event):
     """A marker in a stream, used to wait on and to time work.
 
@@ -127,6 +134,7 @@ class Event(torch.Event):
             interprocess=interprocess,
         )
         event._timed = bool(enable_timing)
+        event._interprocess = bool(interprocess)
         return event
 
     def record(self, stream: torch.Stream | None = None) -> None:
@@ -145,14 +153,33 @@ class Event(torch.Event):
         """Wait until the work captured by this event has completed."""
         super().synchronize()
 
-    def ipc_handle(self):
-        """A handle another process can open this event by (``interprocess=True`` events)."""
-        return super().ipc_handle()
+    def ipc_handle(self) -> bytes:
+        """A handle another process can open this event by (``interprocess=True`` events).
+
+        Work on the simulated device runs when it is queued, so whatever the event marks
+        is finished once it is recorded: the handle carries the event's device and the
+        sender's pid, and the event opened from it (``from_ipc_handle``) is complete.
+        """
+        if not getattr(self, "_interprocess", False):
+            raise RuntimeError("Event.ipc_handle: the event must be created with interprocess=True")
+        device = self.device.index if self.device is not None and self.device.index is not None else -1
+        return _IPC_EVENT_HANDLE.pack(_IPC_EVENT_MAGIC, os.getpid(), device)
 
     @classmethod
-    def from_ipc_handle(cls, device, handle):
-        """The event of an ``ipc_handle`` made by another process, on ``device``."""
-        return torch.Event.from_ipc_handle(device, handle)
+    def from_ipc_handle(cls, device, handle) -> "Event":
+        """The event of an ``ipc_handle`` made by another process, on ``device``: complete,
+        since the work it marks finished when the sender queued it."""
+        if not isinstance(handle, (bytes, bytearray)) or len(handle) != _IPC_EVENT_HANDLE.size:
+            raise ValueError(
+                f"Event.from_ipc_handle: handle must be the {_IPC_EVENT_HANDLE.size}-byte value of Event.ipc_handle(), "
+                f"got {type(handle).__name__} of length {len(handle) if hasattr(handle, '__len__') else '?'}"
+            )
+        magic, _pid, _sender_device = _IPC_EVENT_HANDLE.unpack(bytes(handle))
+        if magic != _IPC_EVENT_MAGIC:
+            raise ValueError("Event.from_ipc_handle: handle is not an npu event handle (made by Event.ipc_handle())")
+        event = cls(interprocess=True)
+        event.record(current_stream(device))
+        return event
 
     def recorded_time(self) -> int:
         """When the device reached this event, in microseconds of a monotonic clock (the

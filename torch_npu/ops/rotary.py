@@ -213,7 +213,11 @@ _family.define(
 )
 
 
-npu_rotary_mul = torch.ops.npu.npu_rotary_mul
+def npu_rotary_mul(input, r1, r2, rotary_mode: str = "half", rotate=None):  # noqa: A002  (Ascend's name)
+    """``torch.ops.npu.npu_rotary_mul`` under the Python signature Ascend exports: its first
+    parameter is named ``input`` there (``self`` in the operator schema); ``rotate`` is this
+    package's optional rotation matrix, after Ascend's parameters."""
+    return torch.ops.npu.npu_rotary_mul(input, r1, r2, rotary_mode, rotate)
 
 
 def npu_apply_rotary_pos_emb(query, key, cos, sin, layout: str = "BSND", rotary_mode: str = "half"):
