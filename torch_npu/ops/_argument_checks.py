@@ -73,6 +73,12 @@ def dim_index(op: str, name: str, value: int, ndim: int) -> int:
 
 def condition(ok: Any, message: str) -> None:
     """A size condition, symbolic-size safe; ``message`` says what is wrong and how to fix it."""
+    # A plain bool is decided here: torch._check_value imports the symbolic-shapes machinery
+    # on first use (seconds), which an eager call with concrete sizes never needs.
+    if type(ok) is bool:
+        if not ok:
+            raise ValueError(message)
+        return
     torch._check_value(ok, lambda: message)
 
 
