@@ -28,7 +28,7 @@ from torch.multiprocessing import reductions as _torch_reductions
 
 import torch_npu._C as _C
 
-__all__ = ["register", "reduce_tensor", "reduce_storage", "reduce_event", "rebuild_npu_tensor"]
+__all__ = ["register", "reduce_tensor", "reduce_storage", "reduce_event", "rebuild_npu_tensor", "rebuild_npu_event"]
 
 # Counter slot -> the storage kept for the receiver that holds it.
 _sent: dict[int, torch.UntypedStorage] = {}
@@ -113,9 +113,14 @@ def rebuild_npu_tensor(tensor_cls, tensor_size, tensor_stride, tensor_offset, st
 
 def reduce_event(event):
     """An npu event travels as its device and ``ipc_handle()`` (``interprocess=True`` events)."""
-    from torch_npu.multiprocessing.reductions import rebuild_npu_event
+    return (rebuild_npu_event, (event.device.index, event.ipc_handle()))
 
-    return (rebuild_npu_event, (event.device.index if event.device.index is not None else -1, event.ipc_handle()))
+
+def rebuild_npu_event(device, handle):
+    """The event another process sent: ``torch.npu.Event.from_ipc_handle(device, handle)``."""
+    from torch_npu.npu.streams import Event
+
+    return Event.from_ipc_handle(device, handle)
 
 
 def reduce_storage(storage: torch.UntypedStorage):

@@ -12,17 +12,6 @@ receiving process calls, through ``pickle``, to rebuild an npu tensor or event s
 * ``rebuild_npu_event(device, handle)``: ``torch.npu.Event.from_ipc_handle(device, handle)``
   for an event sent by pickling an ``interprocess=True`` event.
 """
-from __future__ import annotations
-
-import torch
-
-from torch_npu._tensor_sharing import rebuild_npu_tensor
+from torch_npu._tensor_sharing import rebuild_npu_event, rebuild_npu_tensor
 
 __all__ = ["rebuild_npu_event", "rebuild_npu_tensor"]
-
-
-def rebuild_npu_event(device, handle):
-    """The event another process sent: ``torch.npu.Event.from_ipc_handle(device, handle)``."""
-    from torch_npu.npu.streams import Event
-
-    return Event.from_ipc_handle(device if device is None or device >= 0 else None, handle)
