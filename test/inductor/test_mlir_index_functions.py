@@ -18,7 +18,7 @@ import pytest
 import sympy
 import torch
 
-torch_npu = pytest.importorskip("torch_npu")
+import torch_npu  # noqa: E402  (a missing package is a failure, not a skip)
 pytest.importorskip("torch_mlir")
 
 from torch._inductor.utils import sympy_index_symbol  # noqa: E402

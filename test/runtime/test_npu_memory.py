@@ -102,10 +102,23 @@ def test_out_of_memory_raises_and_recovers(small_capacity):
 
 
 def test_out_of_memory_frees_cache_first(small_capacity):
-    # Cached, unoccupied blocks are released before giving up.
+    # Cached, unoccupied blocks are released before giving up: b does not fit beside a's
+    # cached segment, so that segment goes back to the host and the allocation is retried.
+    def stats():
+        return torch.npu.memory_stats(0)
+
+    reserved_before = torch.npu.memory_reserved(0)
     a = torch.empty(small_capacity // 2, dtype=torch.uint8, device="npu:0")
     del a
+    cached = stats()
+    assert torch.npu.memory_reserved(0) == reserved_before + small_capacity // 2  # kept as cache
     b = torch.empty(small_capacity * 3 // 4, dtype=torch.uint8, device="npu:0")
+    after = stats()
+    assert after["num_alloc_retries"] == cached["num_alloc_retries"] + 1
+    assert after["num_ooms"] == cached["num_ooms"]
+    assert after["segment.all.freed"] == cached["segment.all.freed"] + 1
+    assert after["reserved_bytes.all.freed"] == cached["reserved_bytes.all.freed"] + small_capacity // 2
+    assert torch.npu.memory_reserved(0) == reserved_before + small_capacity * 3 // 4
     del b
 
 

@@ -117,26 +117,63 @@ def test_generic_torch_event_and_stream_apis():
     assert e.query() and s.query()
 
 
+def _reuse_after_side_stream_use(record: bool):
+    """Use a fresh block on a side stream, free it (recording the side stream or not), then
+    allocate the same size on the current stream: whether that gets the same memory, and
+    what the stream sanitizer (which follows the ordering, not the host's timing) reports."""
+    import torch.npu._sanitizer as san
+
+    side = torch.npu.Stream()
+    san.enable_npu_sanitizer()
+    try:
+        x = torch.empty(1024, device="npu")
+        address = x.data_ptr()
+        side.wait_stream(torch.npu.current_stream())
+        with torch.npu.stream(side):
+            x.add_(1)
+        if record:
+            x.record_stream(side)
+        del x
+        try:
+            y = torch.zeros(1024, device="npu")  # written on the current stream
+            reused = y.data_ptr() == address
+            san.check()
+        except san.NPUSanitizerErrors as error:
+            return None, [type(e).__name__ for e in error.errors]
+        return reused, []
+    finally:
+        torch.npu.synchronize()
+        san.disable_npu_sanitizer()
+
+
 def test_record_stream():
-    # The host has run every kernel before a free, so a block used on another stream is
-    # free again at once (CUDA would hold it until the stream's work is done): the next
-    # request of that size gets the same memory, and no free is left pending.
+    # CUDA's allocator holds a block recorded on another stream until that stream's work
+    # queued before the free is done. Here the host has run that work before it frees
+    # anything, so the block is free (and handed out again) at once, and correct: the
+    # sanitizer, which checks the ordering the program establishes, accepts the reuse.
     s = torch.npu.Stream()
     torch.npu.synchronize()
     baseline = torch.npu.memory_allocated()
     active_blocks = torch.npu.memory_stats().get("active.all.current", 0)
     x = torch.empty(1024, device="npu")
-    address = x.data_ptr()
     with torch.npu.stream(s):
         x.add_(1)
     x.record_stream(s)
     del x
     assert torch.npu.memory_allocated() == baseline
     assert torch.npu.memory_stats().get("active.all.current", 0) == active_blocks
-    y = torch.empty(1024, device="npu")
-    assert y.data_ptr() == address
-    with pytest.raises((TypeError, RuntimeError)):
-        y.record_stream("not a stream")
+
+    assert _reuse_after_side_stream_use(record=True) == (True, [])
+    # Without record_stream the same program is a race on hardware, and is reported.
+    assert _reuse_after_side_stream_use(record=False) == (None, ["FreedWhileInUseError"])
+
+
+def test_record_stream_rejects_what_is_not_an_npu_stream():
+    x = torch.ones(4, device="npu")
+    with pytest.raises(RuntimeError, match="record_stream expects an npu stream, got one of cpu"):
+        x.record_stream(torch.Stream(device="cpu"))
+    with pytest.raises((TypeError, RuntimeError)):  # refused by the binding's argument parser
+        x.record_stream("not a stream")
 
 
 def test_elapsed_time_needs_timing():
@@ -167,19 +204,71 @@ def test_stream_api_rejects_non_npu_streams():
         torch.npu.Stream().wait_event("not an event")
 
 
+def _ordered_by(device: int, sync) -> bool:
+    """Whether ``sync()`` orders work queued on a side stream of ``device`` before later work
+    on that device's current stream, as the stream sanitizer sees it (every kernel has run
+    by then on this host, so only the ordering can tell a synchronize that waited for the
+    device from one that did not)."""
+    import torch.npu._sanitizer as san
+
+    side = torch.npu.Stream(device=device)
+    san.enable_npu_sanitizer()
+    try:
+        with torch.npu.device(device):
+            x = torch.zeros(8, device="npu")
+            side.wait_stream(torch.npu.current_stream())
+            with torch.npu.stream(side):
+                x.add_(1)
+        sync()
+        try:
+            with torch.npu.device(device):
+                x.sum()  # read on the device's current stream
+            san.check()
+        except san.NPUSanitizerErrors as error:
+            assert [type(e).__name__ for e in error.errors] == ["UnsynchronizedAccessError"]
+            return False
+        return True
+    finally:
+        torch.npu.synchronize(device)
+        san.disable_npu_sanitizer()
+
+
 def test_synchronize_forms(two_devices):
-    # Each form waits for the device it names and leaves the current device as it was.
+    # Each spelling waits for every stream of the device it names, and only that device,
+    # and leaves the current device as it was.
     torch.npu.set_device(0)
-    named_device = {None: 0, 1: 1, "npu:0": 0, "npu:1": 1, torch.device("npu", 1): 1, torch.device("npu"): 0}
+    assert not _ordered_by(0, lambda: None) and not _ordered_by(1, lambda: None)  # the check can fail
+    named_device = {
+        None: 0, 0: 0, 1: 1, "npu": 0, "npu:0": 0, "npu:1": 1,
+        torch.device("npu"): 0, torch.device("npu", 0): 0, torch.device("npu", 1): 1,
+    }
     for form, device in named_device.items():
-        stream = torch.npu.Stream(device=device)
-        event = torch.npu.Event()
-        event.record(stream)
-        torch.npu.synchronize() if form is None else torch.npu.synchronize(form)
-        assert event.query()
+        def sync():
+            torch.npu.synchronize() if form is None else torch.npu.synchronize(form)
+
+        assert [_ordered_by(d, sync) for d in (0, 1)] == [d == device for d in (0, 1)], form
         assert torch.npu.current_device() == 0
-    with pytest.raises((RuntimeError, ValueError)):
-        torch.npu.synchronize(torch.npu.device_count())
+    # Without an index, the current device is meant.
+    torch.npu.set_device(1)
+    for form in (None, "npu", torch.device("npu")):
+        def sync():
+            torch.npu.synchronize() if form is None else torch.npu.synchronize(form)
+
+        assert [_ordered_by(d, sync) for d in (0, 1)] == [False, True], form
+        assert torch.npu.current_device() == 1
+
+
+def test_synchronize_rejects_what_names_no_npu_device(two_devices):
+    count = torch.npu.device_count()
+    for index in (count, f"npu:{count}", torch.device("npu", count)):
+        with pytest.raises(RuntimeError, match=f"Invalid npu device index {count} .*valid indices are 0..{count - 1}"):
+            torch.npu.synchronize(index)
+    for other in ("cpu", torch.device("cpu"), "cuda:0"):
+        with pytest.raises(ValueError, match="Expected a npu device, but got: c"):
+            torch.npu.synchronize(other)
+    for wrong_type in (True, 1.0):
+        with pytest.raises(TypeError, match="Expected a npu device"):
+            torch.npu.synchronize(wrong_type)
 
 
 def test_mixed_npu_and_generic_events_and_streams():

@@ -62,7 +62,7 @@ from torch_npu import _patches
 print(json.dumps({
     "changed": sorted(differences(before, after)),
     "applied_group": list(_patches.applied_group("transfer_to_npu")),
-    "group_inventory": list(_patches.GROUPS["transfer_to_npu"]),
+    "group_inventory": list(_patches.group_inventory("transfer_to_npu")),
     "trigger_patches": list(_patches.applied()),
     "modes_added": len(torch.overrides._get_current_function_mode_stack()) - stack_before,
     "cuda_available": torch.cuda.is_available(),

@@ -9,8 +9,8 @@ listed apart in ``REGISTRATIONS`` for the same tests.
 
 Opt-in patch groups (``GROUPS``; today ``transfer_to_npu``) are subpackages applied only by
 their own entry module, never by the trigger, and counted apart: ``apply_group(group)``,
-``applied_group(group)``; each group lists its patch modules and the torch attributes they
-replace (``sites()``).
+``applied_group(group)``, ``group_inventory(group)``; each group lists its patch modules
+(its own ``PATCHES``) and the torch attributes they replace (``sites()``).
 """
 from __future__ import annotations
 
@@ -53,27 +53,31 @@ _applied: list[str] = []
 
 
 # Opt-in patch groups, each a subpackage of this package applied only by its own entry
-# module (never by the trigger) and counted apart from PATCHES: group -> its patch modules.
-GROUPS: dict[str, tuple[str, ...]] = {
-    "transfer_to_npu": (
-        "cuda_module", "autocast", "autocast_state", "custom_fwd", "grad_scaler", "generator",
-        "process_group", "nccl_availability", "tensor_cuda", "storage_to", "map_location_dict",
-        "nvtx", "parallel_comm", "compile_wrappers",
-    ),
-}
+# module (never by the trigger) and counted apart from PATCHES. Each subpackage lists its
+# own patch modules (its ``PATCHES``); ``group_inventory`` reads that list.
+GROUPS: tuple[str, ...] = ("transfer_to_npu",)
+
+
+def _check_group(group: str) -> None:
+    if group not in GROUPS:
+        raise ValueError(f"unknown patch group {group!r}; the groups are {GROUPS}")
+
+
+def group_inventory(group: str) -> tuple[str, ...]:
+    """The patch modules of ``group``, in application order (importing the list applies nothing)."""
+    _check_group(group)
+    return tuple(importlib.import_module(f"{__name__}.{group}").PATCHES)
 
 
 def apply_group(group: str) -> None:
     """Apply the opt-in patch group ``group`` (all of it, or none of it)."""
-    if group not in GROUPS:
-        raise ValueError(f"unknown patch group {group!r}; the groups are {tuple(GROUPS)}")
+    _check_group(group)
     importlib.import_module(f"{__name__}.{group}").apply()
 
 
 def applied_group(group: str) -> tuple[str, ...]:
     """The patches of ``group`` applied in this process (none unless its entry was imported)."""
-    if group not in GROUPS:
-        raise ValueError(f"unknown patch group {group!r}; the groups are {tuple(GROUPS)}")
+    _check_group(group)
     import sys
 
     module = sys.modules.get(f"{__name__}.{group}")

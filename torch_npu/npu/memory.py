@@ -117,6 +117,30 @@ def empty_virt_addr_cache() -> None:
     _C._empty_cache()
 
 
+def _flatten_stats(nested: dict[str, Any]) -> "collections.OrderedDict[str, Any]":
+    """Nested statistics as torch.cuda flattens them: keys joined by ``.``, sorted. A tuple
+    key (a private pool's id) becomes its parts joined by ``_``."""
+    result = []
+
+    def _format_key(key: Any) -> str:
+        if isinstance(key, tuple):
+            return "_".join(str(part) for part in key)
+        return str(key)
+
+    def _add(prefix: str, obj: Any) -> None:
+        if isinstance(obj, dict):
+            if prefix:
+                prefix += "."
+            for k, v in obj.items():
+                _add(prefix + _format_key(k), v)
+        else:
+            result.append((prefix, obj))
+
+    _add("", nested)
+    result.sort()
+    return collections.OrderedDict(result)
+
+
 def memory_stats_as_nested_dict(device: Any = None) -> dict[str, Any]:
     """The allocator statistics of ``device`` as ``torch.cuda.memory_stats_as_nested_dict``
     gives them (``{}`` before the device is initialised)."""
@@ -135,25 +159,7 @@ def memory_stats(device: Any = None) -> "collections.OrderedDict[str, Any]":
     ``num_device_free``, ``num_oom_rejections``, ``max_split_size`` and
     ``reserved_bytes_by_private_pools.<pool>.*``.
     """
-    result = []
-
-    def _format_key(key: Any) -> str:
-        if isinstance(key, tuple):
-            return "_".join(str(part) for part in key)
-        return str(key)
-
-    def _add(prefix: str, obj: Any) -> None:
-        if isinstance(obj, dict):
-            if prefix:
-                prefix += "."
-            for k, v in obj.items():
-                _add(prefix + _format_key(k), v)
-        else:
-            result.append((prefix, obj))
-
-    _add("", memory_stats_as_nested_dict(device))
-    result.sort()
-    return collections.OrderedDict(result)
+    return _flatten_stats(memory_stats_as_nested_dict(device))
 
 
 def reset_accumulated_memory_stats(device: Any = None) -> None:
@@ -481,20 +487,7 @@ def host_memory_stats() -> "collections.OrderedDict[str, Any]":
     """Statistics of the pinned host allocator (``torch.cuda.host_memory_stats``): blocks are
     rounded to a power of two and cached; ``allocations``/``allocated_bytes`` count
     active and cached blocks, ``active_requests``/``active_bytes`` the ones handed out."""
-    result = []
-
-    def _add(prefix: str, obj: Any) -> None:
-        if isinstance(obj, dict):
-            if prefix:
-                prefix += "."
-            for k, v in obj.items():
-                _add(prefix + k, v)
-        else:
-            result.append((prefix, obj))
-
-    _add("", host_memory_stats_as_nested_dict())
-    result.sort()
-    return collections.OrderedDict(result)
+    return _flatten_stats(host_memory_stats_as_nested_dict())
 
 
 def reset_accumulated_host_memory_stats() -> None:

@@ -20,11 +20,13 @@ import logging
 import os
 from typing import Any
 
+# The config entry's name, environment variable and default: defined once, by the patch
+# that adds the entry.
+from torch_npu._patches.inductor_npu_backend_option import DEFAULT as DEFAULT_BACKEND
+from torch_npu._patches.inductor_npu_backend_option import ENV_VAR, OPTION
+
 log = logging.getLogger(__name__)
 
-OPTION = "npu_backend"
-ENV_VAR = "TORCHINDUCTOR_NPU_BACKEND"
-DEFAULT_BACKEND = "default"
 ENTRY_POINT_GROUP = "torch_npu.inductor_backends"
 
 # name -> "module:attribute" of the Scheduling class.
