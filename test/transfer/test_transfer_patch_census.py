@@ -2,9 +2,10 @@
 
 Without ``import torch_npu.contrib.transfer_to_npu`` nothing of it is applied (no patch, no
 mode, no dispatcher registration, torch.cuda as it was); with it, the torch attributes that
-differ from a plain ``import torch_npu`` session (replaced or added) are exactly the group's
-listed patch sites, no mode is left on the stack (eager calls do not pay one), and the
-trigger's own patches are unchanged. Each check runs in a fresh interpreter.
+differ from a plain ``import torch_npu`` session (replaced or added, members of torch's
+classes included, see ``test/module_census.py``) are exactly the group's listed patch
+sites, no mode is left on the stack (eager calls do not pay one), and the trigger's own
+patches are unchanged. Each check runs in a fresh interpreter.
 """
 from __future__ import annotations
 
