@@ -2,57 +2,32 @@
 
 Without ``import torch_npu.contrib.transfer_to_npu`` nothing of it is applied (no patch, no
 mode, no dispatcher registration, torch.cuda as it was); with it, the torch attributes that
-differ from a plain ``import torch_npu`` session (replaced or added) are exactly the group's
-listed patch sites, no mode is left on the stack (eager calls do not pay one), and the
-trigger's own patches are unchanged. Each check runs in a fresh interpreter.
+differ from a plain ``import torch_npu`` session (replaced or added, members of torch's
+classes included, see ``test/module_census.py``) are exactly the group's listed patch
+sites, no mode is left on the stack (eager calls do not pay one), and the trigger's own
+patches are unchanged. Each check runs in a fresh interpreter.
 """
 from __future__ import annotations
 
 import json
+import os
 
-CENSUS = """
+from module_census import import_line
+
+TEST_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CENSUS = import_line(TEST_DIR) + """
 import inspect, json, sys, types
 import torch, torch.cuda, torch.distributed, torch.amp.autocast_mode, torch.amp.grad_scaler
 import torch_npu
 
-def snapshot():
-    found = {}
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("torch") or name.startswith(("torch_npu", "torch.npu")):
-            continue
-        if not isinstance(module, types.ModuleType):
-            continue
-        entries = {"__class__": type(module)}
-        for key, value in list(vars(module).items()):
-            if inspect.isfunction(value) or inspect.isbuiltin(value):
-                entries[key] = value
-            elif inspect.isclass(value):
-                entries[key] = value
-                # Members of torch's own classes, e.g. a replaced __init__ or an added property.
-                if value.__module__ == name:
-                    for attr, member in list(vars(value).items()):
-                        entries[f"{key}.{attr}"] = member
-            elif key.startswith("_") and not isinstance(value, (types.ModuleType, int, float, str, bool, type(None), list, dict, set, tuple)):
-                # Private binding objects (e.g. torch.cuda.nvtx._nvtx), by identity.
-                entries[key] = value
-        found[name] = entries
-    return found
-
-def differences(before, after):
-    out = set()
-    for name, attrs in before.items():
-        now = after.get(name, {})
-        replaced = {k for k, v in attrs.items() if k in now and now[k] is not v}
-        # A replaced class's members are those of its replacement: the class is the site.
-        out |= {f"{name}.{k}" for k in replaced if k.split(".")[0] not in replaced or "." not in k}
-        # Attributes added to torch's classes (not new module attributes: submodules and
-        # lazily bound names appear there as torch imports more of itself).
-        classes = {k for k, v in attrs.items() if inspect.isclass(v) and k not in replaced}
-        out |= {f"{name}.{k}" for k in now if k not in attrs and k.split(".")[0] in classes}
-        # Functions added to torch._C (the bindings a CUDA build would have).
-        if name == "torch._C":
-            out |= {f"{name}.{k}" for k, v in now.items() if k not in attrs and "." not in k and (inspect.isfunction(v) or inspect.isbuiltin(v))}
-    return out
+def changed_sites(before, after):
+    # Module entries replaced or removed, members of torch's classes replaced, added or
+    # removed, and functions added to torch._C (the bindings a CUDA build would have). New
+    # module entries elsewhere are not sites: submodules and lazily bound names appear as
+    # torch imports more of itself.
+    return {dotted for change, scope, dotted in differences(before, after)
+            if change != "added" or scope == "class" or dotted.rpartition(".")[0] == "torch._C"}
 
 before = snapshot()
 stack_before = len(torch.overrides._get_current_function_mode_stack())
@@ -60,7 +35,7 @@ __ACTION__
 after = snapshot()
 from torch_npu import _patches
 print(json.dumps({
-    "changed": sorted(differences(before, after)),
+    "changed": sorted(changed_sites(before, after)),
     "applied_group": list(_patches.applied_group("transfer_to_npu")),
     "group_inventory": list(_patches.group_inventory("transfer_to_npu")),
     "trigger_patches": list(_patches.applied()),
