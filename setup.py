@@ -48,6 +48,9 @@ setup(
         "mlir": ["torch-mlir==20261001"],
         "test": [
             "pytest",
+            # The suite runs on two worker processes (README's test command): most of its
+            # time is fresh interpreters importing torch, one core each.
+            "pytest-xdist",
             "parameterized",
             "onnx",
             "onnxscript",

@@ -2,7 +2,9 @@
 fixtures more than one test folder uses.
 
 Inductor compiles C++ with g++; sharing one cache across every test (and the
-subprocesses they start, which inherit the environment) keeps compiles few.
+subprocesses they start, which inherit the environment) keeps compiles few. Under
+pytest-xdist every worker process imports this file: the workers of one run share one
+directory, named by the run's id, so a kernel one worker compiled serves the others.
 """
 import os
 import sys
@@ -11,7 +13,13 @@ import tempfile
 import pytest
 
 if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="torch_npu_inductor_cache_")
+    _run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if _run_id:
+        _cache_dir = os.path.join(tempfile.gettempdir(), f"torch_npu_inductor_cache_{_run_id}")
+        os.makedirs(_cache_dir, exist_ok=True)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = _cache_dir
+    else:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="torch_npu_inductor_cache_")
 
 
 @pytest.fixture
