@@ -120,6 +120,8 @@ std::vector<std::vector<at::Tensor>> moved_views(const std::vector<std::vector<a
   return out;
 }
 
+bool widened_dtype(at::ScalarType t) { return t == at::kShort; }
+
 void reduction_dtype_check(const std::vector<at::Tensor>& ts, Op op) {
   for (const auto& t : ts) {
     const auto type = t.scalar_type();
@@ -128,10 +130,63 @@ void reduction_dtype_check(const std::vector<at::Tensor>& ts, Op op) {
     TORCH_CHECK(!at::isFloat8Type(type), "Float8 dtypes are not currenlty supported for HCCL reductions (hccl ",
                 op_name(op), " of a ", dtype, " tensor); data-movement collectives (broadcast, all_gather, "
                 "all_to_all, scatter, gather, send/recv) of float8 tensors are supported");
-    TORCH_CHECK(transport_has_dtype(type), "hccl ", op_name(op), ": reductions of ", dtype, " tensors are not "
-                "supported on this backend (it reduces float32, float64, float16, bfloat16, int8, uint8, int32, "
-                "int64, bool and complex tensors); cast the tensor first. Data-movement collectives take any dtype");
+    // Neither NCCL's dtype table nor HCCL's has the wide unsigned types: ProcessGroupNCCL
+    // refuses them ("Input tensor data type is not supported for NCCL process group").
+    TORCH_CHECK(!(type == at::kUInt16 || type == at::kUInt32 || type == at::kUInt64), "hccl ", op_name(op),
+                ": reductions of ", dtype, " tensors are not supported: neither NCCL nor HCCL has a reduction for ",
+                dtype, " (ProcessGroupNCCL refuses it with 'Input tensor data type is not supported for NCCL "
+                "process group'); cast the tensor to torch.int64 first (and back after). Data-movement collectives "
+                "(broadcast, all_gather, all_to_all, scatter, gather, send/recv) of ", dtype, " tensors are supported");
+    TORCH_CHECK(transport_has_dtype(type) || widened_dtype(type), "hccl ", op_name(op), ": reductions of ", dtype,
+                " tensors are not supported on this backend (it reduces float32, float64, float16, bfloat16, int8, "
+                "uint8, int16, int32, int64, bool and complex tensors); cast the tensor first. Data-movement "
+                "collectives take any dtype");
   }
+}
+
+// Reductions of a dtype the transport lacks but HCCL has (int16) run on int64 copies, and
+// the result is narrowed back. Narrowing keeps the low 16 bits, which is exactly int16's
+// wrap-around arithmetic for SUM and PRODUCT (both modular), and exact for MIN, MAX and the
+// bitwise ops (sign-extended operands). AVG divides after narrowing: the wrapped sum
+// divided by the world size, as an int16 sum followed by a division gives.
+at::Tensor widen(const at::Tensor& host) { return widened_dtype(host.scalar_type()) ? host.to(at::kLong) : host; }
+
+std::vector<at::Tensor> widen(const std::vector<at::Tensor>& hosts) {
+  std::vector<at::Tensor> out;
+  out.reserve(hosts.size());
+  for (const auto& h : hosts) out.push_back(widen(h));
+  return out;
+}
+
+std::vector<std::vector<at::Tensor>> widen(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<std::vector<at::Tensor>> out;
+  out.reserve(lists.size());
+  for (const auto& l : lists) out.push_back(widen(l));
+  return out;
+}
+
+// An int64 buffer the transport writes an int16 result into (out-of-place collectives).
+at::Tensor widened_output(const at::Tensor& host) {
+  return widened_dtype(host.scalar_type()) ? at::empty_like(host, host.options().dtype(at::kLong)) : host;
+}
+
+std::vector<at::Tensor> widened_outputs(const std::vector<at::Tensor>& hosts) {
+  std::vector<at::Tensor> out;
+  out.reserve(hosts.size());
+  for (const auto& h : hosts) out.push_back(widened_output(h));
+  return out;
+}
+
+bool any_staged(const std::vector<at::Tensor>& views, const std::vector<at::Tensor>& staged) {
+  for (size_t i = 0; i < views.size(); ++i) {
+    if (!views[i].is_same(staged[i])) return true;
+  }
+  return false;
+}
+
+// The staged result back into the tensor (a narrowing copy for int16).
+void unstage(at::Tensor& view, const at::Tensor& staged) {
+  if (!view.is_same(staged)) view.copy_(staged);
 }
 
 std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& ls) {
@@ -631,6 +686,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(Op op, const Signatu
                                                             std::chrono::milliseconds requested_timeout,
                                                             c10d::OpType type, const Start& start, Finish finish,
                                                             const std::vector<at::Tensor>& inputs) {
+  return coalesce(issue_collective(op, sig, std::move(outputs), requested_timeout, type, start, std::move(finish),
+                                   inputs));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::issue_collective(Op op, const Signature& sig,
+                                                                  std::vector<at::Tensor> outputs,
+                                                                  std::chrono::milliseconds requested_timeout,
+                                                                  c10d::OpType type, const Start& start,
+                                                                  Finish finish,
+                                                                  const std::vector<at::Tensor>& inputs) {
   check_usable(op);
   // The stream sanitizer checks the collective before any peer is told about it.
   observe::collective_check(std::string("hccl:") + op_name(op), inputs, outputs);
@@ -725,7 +790,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::point_to_point(Op op, const Sig
     work->fail(err);
     std::rethrow_exception(err);
   }
-  return work;
+  return coalesce(work);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::capture(Op op, c10d::OpType type, std::vector<at::Tensor> outputs,
@@ -738,6 +803,121 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::capture(Op op, c10d::OpType typ
   record_host_call([self, reissue = std::move(reissue)]() { reissue()->wait(); }, outputs);
   auto work = c10::make_intrusive<WorkHCCL>(rank_, type, 0, Signature{}, std::move(outputs), state_, true);
   work->complete();
+  return coalesce(work);
+}
+
+// ---- coalescing -------------------------------------------------------------------------
+
+namespace {
+// The work endCoalescing returns. This backend has no fused launch to gain by deferring the
+// collectives of a coalescing region, so they ran as they were issued; this work completes
+// when all of them have, and fails with the first failure.
+class WorkCoalesced : public c10d::Work {
+ public:
+  WorkCoalesced(int rank, std::vector<c10::intrusive_ptr<c10d::Work>> works)
+      : c10d::Work(rank, c10d::OpType::COALESCED), works_(std::move(works)) {}
+
+  bool isCompleted() override {
+    for (auto& w : works_) {
+      if (!w->isCompleted()) return false;
+    }
+    return true;
+  }
+  bool isSuccess() const override {
+    for (const auto& w : works_) {
+      if (!w->isSuccess()) return false;
+    }
+    return true;
+  }
+  std::exception_ptr exception() const override {
+    for (const auto& w : works_) {
+      if (auto e = w->exception()) return e;
+    }
+    return nullptr;
+  }
+  std::vector<at::Tensor> result() override {
+    std::vector<at::Tensor> out;
+    for (auto& w : works_) {
+      auto r = w->result();
+      out.insert(out.end(), r.begin(), r.end());
+    }
+    return out;
+  }
+  bool wait(std::chrono::milliseconds timeout) override {
+    // In issue order: every rank waits in the same order.
+    for (auto& w : works_) w->wait(timeout);
+    return true;
+  }
+  void synchronize() override {
+    for (auto& w : works_) w->synchronize();
+  }
+  void blockCurrentStream() override {
+    for (auto& w : works_) w->blockCurrentStream();
+  }
+  void abort() override {
+    for (auto& w : works_) w->abort();
+  }
+  uint64_t getSequencenumber() const override {
+    return works_.empty() ? 0 : works_.back()->getSequencenumber();
+  }
+  // Completes when every collective's future has (a collective whose transport has no
+  // future completes on wait(), as it does alone).
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    if (works_.size() == 1) return works_.front()->getFuture();
+    std::lock_guard<std::mutex> lk(mu_);
+    if (future_) return future_;
+    auto outputs = result();
+    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                       devices_of(outputs));
+    if (works_.empty()) {
+      future_->markCompleted(c10::IValue(outputs));
+      return future_;
+    }
+    auto remaining = std::make_shared<std::atomic<size_t>>(works_.size());
+    for (auto& w : works_) {
+      w->getFuture()->addCallback([future = future_, remaining, outputs](c10::ivalue::Future& f) {
+        if (f.hasError()) {
+          future->setErrorIfNeeded(f.exception_ptr());
+          return;  // never counted: the combined future cannot also complete
+        }
+        if (--*remaining == 0) future->markCompleted(c10::IValue(outputs));
+      });
+    }
+    return future_;
+  }
+
+ private:
+  const std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+  std::mutex mu_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+}  // namespace
+
+void ProcessGroupHCCL::startCoalescing() {
+  std::lock_guard<std::mutex> lk(coalesce_mu_);
+  TORCH_CHECK(!coalescing_, "hccl startCoalescing on group '", state_->board->group(), "': a coalescing region is "
+              "already open on this group; nested torch.distributed._coalescing_manager regions are not supported");
+  coalescing_ = true;
+  coalesced_.clear();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::endCoalescing() {
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  {
+    std::lock_guard<std::mutex> lk(coalesce_mu_);
+    TORCH_CHECK(coalescing_, "hccl endCoalescing on group '", state_->board->group(), "': no coalescing region is "
+                "open (startCoalescing was not called)");
+    coalescing_ = false;
+    works.swap(coalesced_);
+  }
+  // As ProcessGroupNCCL: an empty region has no work.
+  if (works.empty()) return nullptr;
+  return c10::make_intrusive<WorkCoalesced>(rank_, std::move(works));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::coalesce(c10::intrusive_ptr<c10d::Work> work) {
+  std::lock_guard<std::mutex> lk(coalesce_mu_);
+  if (coalescing_) coalesced_.push_back(work);
   return work;
 }
 
@@ -774,22 +954,26 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tenso
   sig.reduce_op = static_cast<uint8_t>(opts.reduceOp.op_);
   Reduction red = plan_reduction(opts.reduceOp, Op::kAllReduce);
   auto views = host_views(tensors);
+  auto staged = widen(views);
   const int size = size_;
   return collective(
       Op::kAllReduce, sig, tensors, opts.timeout, c10d::OpType::ALLREDUCE,
-      [this, views, opts, red](std::chrono::milliseconds t) mutable {
+      [this, staged, opts, red](std::chrono::milliseconds t) mutable {
         if (red.premul) {
-          for (auto& v : views) red.scale(v);
+          for (auto& v : staged) red.scale(v);
         }
         auto o = opts;
         o.reduceOp = red.transport;
         o.timeout = t;
-        return transport_->allreduce(views, o);
+        return transport_->allreduce(staged, o);
       },
-      red.average ? Finish([views, red, size]() mutable {
-        for (auto& v : views) red.finish(v, size);
+      red.average || any_staged(views, staged) ? Finish([views, staged, red, size]() mutable {
+        for (size_t i = 0; i < views.size(); ++i) {
+          unstage(views[i], staged[i]);
+          red.finish(views[i], size);
+        }
       })
-                  : nullptr);
+                                               : nullptr);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -804,22 +988,37 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(std::vector
   sig.reduce_op = static_cast<uint8_t>(opts.reduceOp.op_);
   Reduction red = plan_reduction(opts.reduceOp, Op::kAllReduceCoalesced);
   auto views = host_views(tensors);
+  auto staged = widen(views);
   const int size = size_;
   return collective(
       Op::kAllReduceCoalesced, sig, tensors, opts.timeout, c10d::OpType::ALLREDUCE_COALESCED,
-      [this, views, opts, red](std::chrono::milliseconds t) mutable {
+      [this, staged, opts, red](std::chrono::milliseconds t) mutable {
         if (red.premul) {
-          for (auto& v : views) red.scale(v);
+          for (auto& v : staged) red.scale(v);
         }
         c10d::AllreduceCoalescedOptions o = opts;
         o.reduceOp = red.transport;
         o.timeout = t;
-        return transport_->allreduce_coalesced(views, o);
+        // Gloo coalesces tensors of one dtype only (NCCL and HCCL take any mix, and a
+        // coalescing region of all_reduces of several dtypes comes here): one transport call
+        // per dtype, in the order of first appearance, all but the last waited for here.
+        std::vector<std::vector<at::Tensor>> by_dtype;
+        for (const auto& v : staged) {
+          auto same = std::find_if(by_dtype.begin(), by_dtype.end(),
+                                   [&](const auto& g) { return g.front().scalar_type() == v.scalar_type(); });
+          if (same == by_dtype.end()) by_dtype.push_back({v});
+          else same->push_back(v);
+        }
+        for (size_t g = 0; g + 1 < by_dtype.size(); ++g) transport_->allreduce_coalesced(by_dtype[g], o)->wait(t);
+        return transport_->allreduce_coalesced(by_dtype.empty() ? staged : by_dtype.back(), o);
       },
-      red.average ? Finish([views, red, size]() mutable {
-        for (auto& v : views) red.finish(v, size);
+      red.average || any_staged(views, staged) ? Finish([views, staged, red, size]() mutable {
+        for (size_t i = 0; i < views.size(); ++i) {
+          unstage(views[i], staged[i]);
+          red.finish(views[i], size);
+        }
       })
-                  : nullptr);
+                                               : nullptr);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce(std::vector<at::Tensor>& tensors,
@@ -840,6 +1039,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce(std::vector<at::Tensor>&
   if (red.premul) {
     for (auto& s : staged) s = s.clone();
   }
+  staged = widen(staged);
   const bool is_root = opts.rootRank == rank_;
   const int size = size_;
   return collective(
@@ -853,13 +1053,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce(std::vector<at::Tensor>&
         o.timeout = t;
         return transport_->reduce(staged, o);
       },
-      (red.average || red.premul) && is_root ? Finish([views, staged, red, size]() mutable {
+      (red.average || any_staged(views, staged)) && is_root ? Finish([views, staged, red, size]() mutable {
         for (size_t i = 0; i < views.size(); ++i) {
-          if (red.premul) views[i].copy_(staged[i]);
+          unstage(views[i], staged[i]);
           red.finish(views[i], size);
         }
       })
-                                             : nullptr);
+                                                            : nullptr);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -1009,11 +1209,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(std::vector<at::
       for (auto& v : l) v = v.clone();
     }
   }
+  in_views = widen(in_views);
   auto out_views = host_views(outputs);
+  auto out_staged = widened_outputs(out_views);
   const int size = size_;
   return collective(
       Op::kReduceScatter, sig, outputs, opts.timeout, c10d::OpType::REDUCE_SCATTER,
-      [this, in_views, out_views, opts, red](std::chrono::milliseconds t) mutable {
+      [this, in_views, out_staged, opts, red](std::chrono::milliseconds t) mutable {
         if (red.premul) {
           for (auto& l : in_views) {
             for (auto& v : l) red.scale(v);
@@ -1022,12 +1224,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(std::vector<at::
         auto o = opts;
         o.reduceOp = red.transport;
         o.timeout = t;
-        return transport_->reduce_scatter(out_views, in_views, o);
+        return transport_->reduce_scatter(out_staged, in_views, o);
       },
-      red.average ? Finish([out_views, red, size]() mutable {
-        for (auto& v : out_views) red.finish(v, size);
+      red.average || any_staged(out_views, out_staged) ? Finish([out_views, out_staged, red, size]() mutable {
+        for (size_t i = 0; i < out_views.size(); ++i) {
+          unstage(out_views[i], out_staged[i]);
+          red.finish(out_views[i], size);
+        }
       })
-                  : nullptr, flatten(inputs));
+                                                       : nullptr, flatten(inputs));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -1048,18 +1253,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor
   Reduction red = plan_reduction(opts.reduceOp, Op::kReduceScatterTensor);
   at::Tensor in_view = host_view(input);
   if (red.premul) in_view = in_view.clone();
+  in_view = widen(in_view);
   at::Tensor out_view = host_view(output);
+  at::Tensor out_staged = widened_output(out_view);
   const int size = size_;
   return collective(
       Op::kReduceScatterTensor, sig, {output}, opts.timeout, c10d::OpType::_REDUCE_SCATTER_BASE,
-      [this, in_view, out_view, opts, red](std::chrono::milliseconds t) mutable {
+      [this, in_view, out_staged, opts, red](std::chrono::milliseconds t) mutable {
         if (red.premul) red.scale(in_view);
         auto o = opts;
         o.reduceOp = red.transport;
         o.timeout = t;
-        return transport_->_reduce_scatter_base(out_view, in_view, o);
+        return transport_->_reduce_scatter_base(out_staged, in_view, o);
       },
-      red.average ? Finish([out_view, red, size]() mutable { red.finish(out_view, size); }) : nullptr, {input});
+      red.average || !out_view.is_same(out_staged) ? Finish([out_view, out_staged, red, size]() mutable {
+        unstage(out_view, out_staged);
+        red.finish(out_view, size);
+      })
+                                                   : nullptr, {input});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced(
@@ -1078,23 +1289,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced
   if (red.premul) {
     for (auto& v : in_views) v = v.clone();
   }
+  in_views = widen(in_views);
   auto out_views = host_views(outputs);
+  auto out_staged = widened_outputs(out_views);
   const int size = size_;
   return collective(
       Op::kReduceScatterTensorCoalesced, sig, outputs, opts.timeout, c10d::OpType::COALESCED,
-      [this, in_views, out_views, opts, red](std::chrono::milliseconds t) mutable {
+      [this, in_views, out_staged, opts, red](std::chrono::milliseconds t) mutable {
         if (red.premul) {
           for (auto& v : in_views) red.scale(v);
         }
         auto o = opts;
         o.reduceOp = red.transport;
         o.timeout = t;
-        return transport_->reduce_scatter_tensor_coalesced(out_views, in_views, o);
+        return transport_->reduce_scatter_tensor_coalesced(out_staged, in_views, o);
       },
-      red.average ? Finish([out_views, red, size]() mutable {
-        for (auto& v : out_views) red.finish(v, size);
+      red.average || any_staged(out_views, out_staged) ? Finish([out_views, out_staged, red, size]() mutable {
+        for (size_t i = 0; i < out_views.size(); ++i) {
+          unstage(out_views[i], out_staged[i]);
+          red.finish(out_views[i], size);
+        }
       })
-                  : nullptr, inputs);
+                                                       : nullptr, inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -1277,7 +1493,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recv(std::vector<at::Tensor>& t
     const int64_t now = now_ns();
     enqueue_receive(PendingRecv{work, views, src, n, sig, now + static_cast<int64_t>(state_->timeout.count()) * 1'000'000,
                                 now});
-    return work;
+    return coalesce(work);
   }
   return point_to_point(Op::kRecv, sig, tensors, c10d::OpType::RECV,
                         [this, views, src, tag](std::chrono::milliseconds) mutable {

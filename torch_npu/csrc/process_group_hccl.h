@@ -103,6 +103,11 @@ class ProcessGroupHCCL : public c10d::Backend {
   void abort() override;
   void shutdown() override;
   void eagerConnectSingleDevice(at::Device /*device*/) override {}
+  // torch.distributed._coalescing_manager(group, device): the collectives issued in between
+  // run as they are issued, and endCoalescing returns one work over all of them.
+  // supportsCoalescing() stays false: batch_isend_irecv keeps one work per operation.
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override;
@@ -178,6 +183,12 @@ class ProcessGroupHCCL : public c10d::Backend {
   // returns a completed work; nothing is sent at capture time, as NCCL's captured kernels.
   c10::intrusive_ptr<c10d::Work> capture(Op op, c10d::OpType type, std::vector<at::Tensor> outputs,
                                          std::function<c10::intrusive_ptr<c10d::Work>()> reissue);
+  c10::intrusive_ptr<c10d::Work> issue_collective(Op op, const Signature& sig, std::vector<at::Tensor> outputs,
+                                                  std::chrono::milliseconds requested_timeout, c10d::OpType type,
+                                                  const Start& start, Finish finish,
+                                                  const std::vector<at::Tensor>& inputs);
+  // Keeps `work` for endCoalescing while coalescing; returns it.
+  c10::intrusive_ptr<c10d::Work> coalesce(c10::intrusive_ptr<c10d::Work> work);
   void check_usable(Op op) const;
   std::string remote_check(uint64_t seq, const Signature& sig, std::chrono::milliseconds timeout);
 
@@ -198,6 +209,9 @@ class ProcessGroupHCCL : public c10d::Backend {
   std::vector<uint64_t> recv_counts_;                   // tag-0 receives issued per source
   std::thread recv_thread_;
   bool recv_stop_ = false;
+  std::mutex coalesce_mu_;
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<c10d::Work>> coalesced_;
 };
 
 }  // namespace torch_npu::hccl
