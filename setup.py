@@ -37,6 +37,11 @@ class BuildExtensionKeepingObjects(BuildExtension.with_options(use_ninja=True)):
 
 sources = sorted(glob.glob(os.path.join("torch_npu", "csrc", "*.cpp")))
 
+# The C++ standard torch's own headers need: torch 2.14's headers use C++20 and fail to
+# compile as C++17; 2.13's build as C++17.
+_torch_release = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+CXX_STANDARD = "-std=c++20" if _torch_release >= (2, 14) else "-std=c++17"
+
 setup(
     name="torch_npu",
     version="2.13.0",
@@ -72,7 +77,7 @@ setup(
             # compile time of each runtime file (ATen's headers) for no user benefit.
             # OpenMP for at::parallel_for in the runtime's own kernels; at run time this binds to
             # the libgomp torch already loaded, so the kernels share torch's thread team.
-            extra_compile_args={"cxx": ["-O2", "-g0", "-std=c++17", "-fvisibility=hidden", "-fopenmp"]},
+            extra_compile_args={"cxx": ["-O2", "-g0", CXX_STANDARD, "-fvisibility=hidden", "-fopenmp"]},
             extra_link_args=["-fopenmp"],
             # The npu's Kineto activity profiler (torch.profiler device rows) builds
             # against the Kineto headers that ship with torch.
