@@ -32,7 +32,7 @@ def _autoload() -> None:
 
 import torch
 
-from torch_npu import _C  # noqa: F401  (registers hooks, device guard and kernels)
+import torch_npu._C as _C  # noqa: F401  (registers hooks, device guard and kernels)
 
 __version__ = "2.13.0"
 

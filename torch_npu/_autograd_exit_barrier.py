@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from torch_npu import _C
+import torch_npu._C as _C
 
 _registered = False
 _RELEASE_GRACE_SECONDS = 0.02

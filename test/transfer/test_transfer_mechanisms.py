@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import torch_npu  # noqa: F401
-from torch_npu import _C
+import torch_npu._C as _C
 from torch_npu._patches.transfer_to_npu import device_mode, process_group
 
 CALLS = [

@@ -17,7 +17,7 @@ is ``device_mode``'s part.
 """
 from __future__ import annotations
 
-from torch_npu import _C
+import torch_npu._C as _C
 
 
 def install() -> None:

@@ -34,7 +34,7 @@ from typing import Any, Callable
 import torch
 from torch.overrides import TorchFunctionMode
 
-from torch_npu import _C
+import torch_npu._C as _C
 
 _CUDA = "cuda"
 _NPU = "npu"
