@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import time
 
 import pytest
 from private_names_scan import is_private, uses_in_source, uses_in_tree
@@ -72,17 +71,12 @@ def test_every_listed_name_resolves_in_the_installed_torch(python):
 
 
 def test_every_private_name_used_is_listed():
-    started = time.perf_counter()
     uses = package_uses()
-    elapsed = time.perf_counter() - started
     listed = set(table.names())
     unlisted = {use: sites for use, sites in uses.items() if not covered(use, listed)}
     assert unlisted == {}, "private torch names used but not in torch_npu/_private_torch_names.py:\n" + "\n".join(
         f"  {use}  ({', '.join(sites)})" for use, sites in sorted(unlisted.items()))
     assert len(uses) > 100  # the scanner sees the package, not an empty folder
-    # 1.2-1.4 s for ~250 files on a busy 2-core machine (mostly ast.parse); the bound only
-    # catches a pathological scanner, not a slow machine.
-    assert elapsed < 10.0, elapsed
 
 
 def test_no_listed_name_is_unused():
