@@ -24,7 +24,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FINDER_COST = r"""
 import importlib, os, sys, tempfile, time
 import torch_npu
-from torch_npu import _compile_trigger, _npugraph_ex_finder
+from torch_npu._startup import compile_trigger as _compile_trigger, npugraph_ex_finder as _npugraph_ex_finder
 
 finders = [f for f in sys.meta_path if f in (_compile_trigger._finder, _npugraph_ex_finder._finder)]
 assert len(finders) == 2, f"expected both finders in sys.meta_path, got {finders}"

@@ -25,9 +25,9 @@ def _autoload() -> None:
     ``import torch`` so that autoload finds it when ``import torch_npu`` comes first
     (torch's own import then loads this partially initialised module).
     """
-    from torch_npu import _log_names
+    from torch_npu._startup import log_names
 
-    _log_names.register()
+    log_names.register()
 
 
 import torch
@@ -52,28 +52,28 @@ def _register_backend() -> None:
 
 _register_backend()
 
-from torch_npu import _log_names  # noqa: E402
+from torch_npu._startup import log_names  # noqa: E402
 
-_log_names.register()  # TORCH_LOGS=npu and its artifacts (the compile trigger logs to one)
+log_names.register()  # TORCH_LOGS=npu and its artifacts (the compile trigger logs to one)
 
 from torch_npu import _public_env  # noqa: E402
 
 _public_env.validate_all()  # Ascend's public variables (TASK_QUEUE_ENABLE...): bad values stop here
 _public_env.apply_log_level()  # ASCEND_GLOBAL_LOG_LEVEL
 
-from torch_npu import (  # noqa: E402
-    _autograd_exit_barrier,
-    _compile_trigger,
-    _hccl_registration,
-    _npugraph_ex_finder,
-    _tensor_sharing,
+from torch_npu import _tensor_sharing  # noqa: E402
+from torch_npu._startup import (  # noqa: E402
+    autograd_exit_barrier,
+    compile_trigger,
+    hccl_registration,
+    npugraph_ex_finder,
 )
 
-_autograd_exit_barrier.register()
+autograd_exit_barrier.register()  # autograd's npu threads finish before the interpreter exits
 _tensor_sharing.register()  # torch.multiprocessing shares npu tensors
-_compile_trigger.install()
-_npugraph_ex_finder.install()
-_hccl_registration.register()
+compile_trigger.install()  # Dynamo/Inductor integration, set up when they are first imported
+npugraph_ex_finder.install()  # `import npugraph_ex` finds the bundled package
+hccl_registration.register()  # torch.distributed knows the "hccl" backend (loaded on first use)
 
 # The fused npu_* operators: torch.ops.npu.<name>, bound here as torch_npu.<name>.
 from torch_npu import ops as _ops  # noqa: E402

@@ -76,7 +76,7 @@ def test_entry_point_path_first_then_setup_registers_no_duplicate(python, entry_
         import torch_npu
         from torch_npu.compiler.backends import registry
         print(fn is registry.npu_backend_entry, lookup_backend("npugraphs") is registry.npugraphs_backend_entry,
-              torch_npu._compile_trigger.state().failed)
+              torch_npu._startup.compile_trigger.state().failed)
         x = torch.randn(8)
         print(torch.allclose(torch.compile(lambda t: t.cos() * 2, backend="npu")(x.npu()).cpu(), x.cos() * 2))
         """,

@@ -27,7 +27,7 @@ program = export(model.npu(), (x.npu(),), dynamo=True, verbose=False)
 evaluator = ReferenceEvaluator(program.model_proto)
 actual = evaluator.run(None, {evaluator.input_names[0]: x.numpy()})[0]
 ours = [m for m in sys.modules if m.startswith("torch_npu.compiler.inductor")]
-print("onnx", np.allclose(actual, expected, atol=1e-5), torch_npu._compile_trigger.state().failed, ours)
+print("onnx", np.allclose(actual, expected, atol=1e-5), torch_npu._startup.compile_trigger.state().failed, ours)
 """
 
 

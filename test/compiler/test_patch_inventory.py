@@ -52,7 +52,7 @@ from torch._inductor.decomposition import decompositions
 from torch_npu import _patches
 from torch_npu.compiler.backends import registry
 from torch_npu.compiler.device_interface import NpuInterface
-from torch_npu import _hccl_registration
+from torch_npu._startup import hccl_registration as _hccl_registration
 from torch._logging._internal import log_registry
 from multiprocessing.reduction import ForkingPickler
 

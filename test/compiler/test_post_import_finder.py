@@ -5,7 +5,7 @@ from __future__ import annotations
 
 FINDER_SNIPPET = """
 import importlib.abc, importlib.util, sys, types
-import torch_npu._compile_trigger as trigger
+import torch_npu._startup.compile_trigger as trigger
 
 calls = []
 steps = types.ModuleType("stand_in_steps")
@@ -55,7 +55,7 @@ def test_failing_step_warns_keeps_import_and_is_retried_by_ensure_setup(python):
     out = python(
         """
         import sys, types, warnings
-        import torch_npu._compile_trigger as trigger
+        import torch_npu._startup.compile_trigger as trigger
 
         attempts = []
         def flaky():

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from torch_npu._compile_trigger import _RunOnce
+from torch_npu._startup.compile_trigger import _RunOnce
 
 
 def test_concurrent_first_callers_wait_for_one_run():

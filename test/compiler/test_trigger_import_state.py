@@ -45,7 +45,7 @@ def test_import_is_lazy_and_leaves_torch_functions_alone(python):
         loaded = [m for m in sys.modules
                   if m.startswith(("torch._dynamo", "torch._inductor", "triton", "torch_npu.compiler", "npugraph_ex"))]
         print(len(before) >= 6, changed, loaded, torch.npu.is_initialized())
-        print(torch_npu._compile_trigger.state())
+        print(torch_npu._startup.compile_trigger.state())
         torch_npu.compiler.npugraph_mark_step_begin()
         print(torch_npu.compiler.npugraph_mark_step_begin is torch.npu.mark_step_begin,
               [m for m in sys.modules if m.startswith(("torch._dynamo", "torch_npu.compiler."))])
@@ -64,7 +64,7 @@ def test_list_backends_sets_up_without_our_inductor_layer_or_the_device(python):
         + """
 names = torch.compiler.list_backends()
 print([n for n in ("npu", "npugraph_ex", "npugraphs") if n in names])
-state = torch_npu._compile_trigger.state()
+state = torch_npu._startup.compile_trigger.state()
 print(state.done, state.failed, state.watching)
 print(torch.npu.is_initialized(), our_inductor_modules(), "npugraph_ex" in sys.modules)
 """
@@ -83,8 +83,8 @@ def test_dynamo_used_before_import_torch_npu(python):
             import torch, torch._dynamo
             torch.compile(lambda x: x.sin() + 1, backend="eager", fullgraph=True)(torch.ones(3))
             import torch_npu
-            print(torch_npu._compile_trigger.state().done)
-            print(torch_npu._compile_trigger.state().finder_installed)
+            print(torch_npu._startup.compile_trigger.state().done)
+            print(torch_npu._startup.compile_trigger.state().finder_installed)
             """
         )
         + STREAM_COMPILE,
@@ -102,7 +102,7 @@ def test_import_order_with_onnx_and_fsdp(python, order):
     out = python(
         f"import sys, torch\n{first}\n{second}\n"
         + STREAM_COMPILE
-        + "print(torch_npu._compile_trigger.state().done, torch.npu.device_count() >= 1)\n",
+        + "print(torch_npu._startup.compile_trigger.state().done, torch.npu.device_count() >= 1)\n",
         env=NO_AUTOLOAD,
     ).splitlines()
     assert out == ["stream_compile True", f"{DYNAMO_STEPS} True"]
@@ -127,7 +127,7 @@ def test_export_bound_before_import_torch_npu(python):
             ep = export(M(), (x.npu(),), strict=strict)
             expected = (x.half() @ x.half().t()) + torch.npu.get_device_properties(0).multi_processor_count
             print(strict, torch.allclose(ep.module()(x.npu()).cpu(), expected))
-        print(torch_npu._compile_trigger.state().done)
+        print(torch_npu._startup.compile_trigger.state().done)
         import sys
         print(sorted(m for m in sys.modules if m.startswith("torch_npu.compiler.inductor")))
         """,
@@ -152,7 +152,7 @@ def test_eight_threads_first_compile_one_setup(python):
         threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
         for t in threads: t.start()
         for t in threads: t.join()
-        state = torch_npu._compile_trigger.state()
+        state = torch_npu._startup.compile_trigger.state()
         print(results, sorted(set(n for _, n in state.runs)), state.failed)
         """
     ).splitlines()

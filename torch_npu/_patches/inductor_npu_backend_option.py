@@ -16,8 +16,9 @@ resolution order with torch's own machinery:
 Being an ordinary entry, the value is part of every config snapshot, hence of the FX-graph
 cache key. Value checks (unknown names) happen in
 ``torch_npu.compiler.inductor.backend_registry`` before any backend module loads; it takes
-the option's name, variable and default from here (importing this module applies nothing,
-and loads no module of the Inductor layer for a compile that does not use Inductor).
+the option's name, variable and default from ``torch_npu.compiler.npu_backend_option``,
+as this patch does (importing either applies nothing and loads no module of the Inductor
+layer).
 
 Must be applied right after ``torch._inductor.config`` is first imported, before anything
 snapshots that config (snapshots are cached per thread). Delete this patch once
@@ -25,9 +26,7 @@ PyTorch lets a device register its own ``torch.compile`` options.
 """
 from __future__ import annotations
 
-OPTION = "npu_backend"
-ENV_VAR = "TORCHINDUCTOR_NPU_BACKEND"
-DEFAULT = "default"
+from torch_npu.compiler.npu_backend_option import DEFAULT, ENV_VAR, OPTION
 
 
 def apply() -> None:

@@ -1,9 +1,8 @@
-"""torch_npu's compiler integration: Dynamo setup steps, device interface, backends.
+"""torch_npu's compiler integration: device interface, trace rules, backends, graph trees, Inductor.
 
-Nothing here is imported by ``import torch_npu``: the compile trigger
-(``torch_npu._compile_trigger``) imports ``setup_steps`` after Dynamo has been imported,
-and Dynamo imports ``backends.registry`` through the ``torch_dynamo_backends`` entry
-points. Importing this package itself imports nothing else, so those light entry modules
+Nothing here is imported by ``import torch_npu``: the setup steps of the compile trigger
+(``torch_npu._startup``) import what they register after Dynamo has been imported, and
+Dynamo imports ``backends.registry`` through the ``torch_dynamo_backends`` entry points. Importing this package itself imports nothing else, so those light entry modules
 stay light.
 
 ``npugraph_mark_step_begin`` is the graph-tree step marker of ``torch_npu.npu``, reachable

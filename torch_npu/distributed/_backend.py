@@ -1,6 +1,6 @@
 """Builds hccl process groups: timeouts, the collective board, the Gloo transport.
 
-torch.distributed calls ``create_from_c10d`` (registered in torch_npu/_hccl_registration.py)
+torch.distributed calls ``create_from_c10d`` (registered in torch_npu/_startup/hccl_registration.py)
 for every group whose npu backend is hccl; ``ProcessGroupHCCL(store, rank, size, timeout)``
 is the documented direct constructor and ends up in ``_build_process_group`` too.
 

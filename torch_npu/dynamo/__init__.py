@@ -1,7 +1,7 @@
 """``torch_npu.dynamo``: home of the bundled ``npugraph_ex`` package's files.
 
 ``torch_npu.dynamo.npugraph_ex`` is the canonical top-level ``npugraph_ex`` module itself
-(see ``torch_npu._npugraph_ex_finder``); the attribute is resolved on first access so that
+(see ``torch_npu._startup.npugraph_ex_finder``); the attribute is resolved on first access so that
 nothing is imported until asked.
 """
 from __future__ import annotations

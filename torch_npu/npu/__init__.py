@@ -92,13 +92,6 @@ _LAZY_NAMES = {
 }
 
 
-# Inductor's init_backend_registration() asks the device module for these codegen
-# classes on every Inductor compile (CPU ones too) and swallows only RuntimeError; they
-# are served by the compiler layer and kept out of __all__/__dir__ so that a star-import
-# or dir() never loads Inductor.
-_INDUCTOR_CODEGEN_NAMES = frozenset({"Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen"})
-
-
 # Submodules Ascend code reaches as attributes (``torch_npu.npu.utils.get_cann_version()``),
 # imported on first access.
 _LAZY_SUBMODULES = frozenset({"utils", "npu_config", "autocast_utils", "aclnn", "cann_version", "overflow",
@@ -124,15 +117,6 @@ def __getattr__(name: str) -> Any:
             raise AttributeError(f"torch.npu.{name} is unavailable: {exc}") from exc
         globals()[name] = value
         return value
-    if name in _INDUCTOR_CODEGEN_NAMES:
-        # A failure here must surface as RuntimeError: a CPU compile must never fail
-        # because of npu.
-        try:
-            from torch_npu.compiler.inductor import codegen_classes
-
-            return getattr(codegen_classes, name)
-        except Exception as exc:
-            raise RuntimeError(f"npu Inductor codegen unavailable: {exc}") from exc
     if name == "_sanitizer":
         # torch.npu._sanitizer, as torch.cuda._sanitizer: loaded on first use.
         return importlib.import_module(f"{__name__}._sanitizer")

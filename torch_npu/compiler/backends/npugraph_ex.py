@@ -2,7 +2,7 @@
 
 The package is imported by its canonical top-level name, so an independently installed
 ``npugraph_ex`` distribution is used when present and the bundled copy otherwise (see
-``torch_npu._npugraph_ex_finder``). ``options=`` become the fields of its ``CompilerConfig``.
+``torch_npu._startup.npugraph_ex_finder``). ``options=`` become the fields of its ``CompilerConfig``.
 """
 from __future__ import annotations
 

@@ -29,9 +29,12 @@ IMPLEMENTATIONS = {
 
 
 def _implementation(name: str) -> Callable[..., Any]:
-    from torch_npu import _compile_trigger
+    # The one call from the compiler layer up into the start-up layer, on purpose: a backend
+    # can be looked up before Dynamo's import ran the setup steps (torch._dynamo.lookup_backend
+    # during Dynamo's own import, an entry point loaded by a tool), and must not run half set up.
+    from torch_npu._startup import compile_trigger
 
-    _compile_trigger.ensure_setup(f"the first call of backend {name!r}")
+    compile_trigger.ensure_setup(f"the first call of backend {name!r}")
     return getattr(importlib.import_module(IMPLEMENTATIONS[name]), name)
 
 

@@ -20,10 +20,8 @@ import logging
 import os
 from typing import Any
 
-# The config entry's name, environment variable and default: defined once, by the patch
-# that adds the entry.
-from torch_npu._patches.inductor_npu_backend_option import DEFAULT as DEFAULT_BACKEND
-from torch_npu._patches.inductor_npu_backend_option import ENV_VAR, OPTION
+from torch_npu.compiler.npu_backend_option import DEFAULT as DEFAULT_BACKEND
+from torch_npu.compiler.npu_backend_option import ENV_VAR, OPTION
 
 log = logging.getLogger(__name__)
 

@@ -4,16 +4,15 @@ defines the Scheduling constructor that registration names.
 ``setup()`` calls ``register_backend_for_device("npu", ...)`` with the dispatching
 Scheduling, the wrappers and the npu config module (``device_custom_config``, saved into
 every FX-graph cache key), and ``register_device_op_overrides("npu", ...)``. It imports no
-backend module, never touches the device and never raises: a failure is logged, and npu
-compiles then report that npu has no codegen, while cpu compiles are unaffected.
+backend module and never touches the device. A failure raises: it is a failed setup step,
+which the compile trigger reports and retries at the next compile.
 
-When: after ``torch._inductor.compile_fx`` is imported (i.e. when an Inductor compile is
-about to start) and before Inductor's first ``init_backend_registration()``. Inductor's
-other route, asking the device module for ``Scheduling``/``PythonWrapperCodegen``/
-``CppWrapperCodegen``/``WrapperFxCodegen``, passes only those four (the config module would
-be dropped) and happens once per process; ``codegen_classes`` answers it and calls
-``setup()`` as well, and ``NpuScheduling`` calls it on every compile, which repairs the
-registration if that route overwrote it.
+When: as a setup step, after ``torch._inductor.compile_fx`` is imported (i.e. when an
+Inductor compile is about to start) and before Inductor's first
+``init_backend_registration()``. This is the only route. Inductor's other one, asking the
+device module for ``Scheduling``/``PythonWrapperCodegen``/... when no codegen is registered,
+would drop the config module and op overrides; ``torch.npu`` does not answer those names,
+so that route finds nothing and registers nothing.
 
 Inductor registers one Scheduling per device for the whole process, but ``npu_backend``
 can differ between compiles. So the registered class is a dispatching constructor:
@@ -46,9 +45,6 @@ class NpuScheduling:
     """Constructs the Scheduling of the npu backend chosen for the current compile."""
 
     def __new__(cls, scheduler: Any) -> Any:
-        # Cheap when nothing changed; restores the config module and op overrides if
-        # Inductor's device-module route re-registered npu with fewer arguments.
-        setup()
         name = backend_registry.resolve_backend_name()
         scheduling_cls = backend_registry.load_scheduling_class(name)
         if isinstance(scheduling_cls, type) and issubclass(scheduling_cls, cls):
@@ -99,20 +95,11 @@ def _register() -> None:
     common.register_device_op_overrides(DEVICE_TYPE, NpuDeviceOpOverrides())
 
 
-def setup() -> bool:
-    """Register npu with Inductor unless already done; True when npu is registered."""
-    try:
-        if is_registered():
-            return True
-        with _lock:
-            if not is_registered():
-                _register()
-                log.debug("registered npu codegen with Inductor")
-        return True
-    except Exception:
-        log.warning(
-            "could not register the npu device with Inductor; npu graphs cannot be "
-            "compiled by Inductor",
-            exc_info=True,
-        )
-        return False
+def setup() -> None:
+    """Register npu with Inductor unless already done."""
+    if is_registered():
+        return
+    with _lock:
+        if not is_registered():
+            _register()
+            log.debug("registered npu codegen with Inductor")

@@ -28,21 +28,21 @@ from typing import Callable
 
 import torch._logging
 
-from torch_npu._import_delegation import find_spec_elsewhere
+from torch_npu._startup.import_delegation import find_spec_elsewhere
 
 # TORCH_LOGS=npu_setup: each step, what triggered it, when and how long it took.
 _setup_log = torch._logging.getArtifactLogger(__name__, "npu_setup")
 _IMPORTED_AT = time.perf_counter()
 
 # Watched module -> the setup steps its first import triggers. The step functions live in
-# torch_npu.compiler.setup_steps, which is imported only when a step runs, i.e. after the
+# torch_npu._startup.setup_steps, which is imported only when a step runs, i.e. after the
 # watched module is loaded. torch._dynamo imports torch._inductor.config while it loads,
 # so the config option is added first; torch._inductor.compile_fx is imported only by
 # Inductor compiles, so our Inductor layer loads only for those.
 _INDUCTOR_CONFIG = "torch._inductor.config"
 _INDUCTOR_COMPILE = "torch._inductor.compile_fx"
 _DYNAMO = "torch._dynamo"
-_STEPS_MODULE = "torch_npu.compiler.setup_steps"
+_STEPS_MODULE = "torch_npu._startup.setup_steps"
 STEPS: dict[str, tuple[str, ...]] = {
     _INDUCTOR_CONFIG: ("inductor_option",),
     _DYNAMO: (

@@ -1,6 +1,6 @@
 """The named setup steps the compile trigger runs once its watched modules are imported.
 
-Each function is one step of ``torch_npu._compile_trigger.STEPS`` and is run at most once
+Each function is one step of ``torch_npu._startup.compile_trigger.STEPS`` and is run at most once
 successfully, under the trigger's run-once guard, right after the watched module's code
 ran. So a step may use the watched module and what it already imported, but must not
 import another watched module (``torch._dynamo``, ``torch._inductor.config``) that is not

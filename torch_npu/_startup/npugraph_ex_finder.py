@@ -25,11 +25,12 @@ import importlib.util
 import os
 import sys
 
-from torch_npu._import_delegation import find_spec_elsewhere
+from torch_npu._startup.import_delegation import find_spec_elsewhere
 
 CANONICAL = "npugraph_ex"
 ALIAS = "torch_npu.dynamo.npugraph_ex"
-_BUNDLED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dynamo", CANONICAL)
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # torch_npu/
+_BUNDLED_DIR = os.path.join(_PACKAGE_DIR, "dynamo", CANONICAL)
 
 
 class _AliasLoader:
