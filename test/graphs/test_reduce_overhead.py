@@ -238,7 +238,7 @@ def test_graph_with_data_dependent_shapes_runs_uncaptured_naming_them(caplog):
 def test_graphs_of_other_devices_are_handed_back_to_the_default():
     from torch._inductor import config
 
-    from torch_npu.compiler.graph_trees.reduce_overhead import NpuGraphPolicy
+    from torch_npu.compiler.inductor.reduce_overhead import NpuGraphPolicy
 
     compiled = torch.compile(lambda x: x.sin() * 2, mode="reduce-overhead")
     x = torch.randn(8)
@@ -260,7 +260,7 @@ def test_graphs_of_other_devices_are_handed_back_to_the_default():
 def test_policy_is_seen_by_every_thread():
     from torch._inductor import config
 
-    from torch_npu.compiler.graph_trees.reduce_overhead import NpuGraphPolicy
+    from torch_npu.compiler.inductor.reduce_overhead import NpuGraphPolicy
 
     torch.compile(lambda x: x + 1)(torch.randn(2, device="npu"))  # the policy is installed by now
     seen = []
@@ -383,7 +383,7 @@ def test_overwritten_output_error_names_the_stack_after_an_fx_graph_cache_hit():
     from torch._dynamo.utils import counters
 
     from torch_npu.compiler import graph_trees
-    from torch_npu.compiler.inductor import output_stack_traces
+    from torch_npu.compiler.inductor import cache_side_notes
 
     x = torch.randn(7)
     hits = []
@@ -392,7 +392,7 @@ def test_overwritten_output_error_names_the_stack_after_an_fx_graph_cache_hit():
         torch._dynamo.reset()
         graph_trees.reset()
         # As in a new process: only the file next to the cached graph knows the stacks.
-        output_stack_traces._by_cache_key.clear()
+        cache_side_notes.forget_in_memory()
         message = _read_after_overwrite(torch.compile(_shifted_cosine, mode="reduce-overhead"), x)
         trace = message.split("Stack trace of where it was produced:")[1]
         assert "the line an FX-graph-cache hit must still name" in trace, (round_, message)
