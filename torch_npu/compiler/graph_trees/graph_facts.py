@@ -87,7 +87,9 @@ def graph_capture_blocker(gm: torch.fx.GraphModule, example_inputs: list[Any]) -
     devices = graph_devices(gm) | {
         x.device for x in example_inputs if isinstance(x, torch.Tensor) and x.device.type != "meta"
     }
-    return capture_blocker(devices, data_dependent_shapes=has_unbacked_sizes(gm))
+    # Data-dependent sizes are left to the capture itself here: the eager ops that read
+    # them synchronize with the host, which fails the capture and names the op.
+    return capture_blocker(devices)
 
 
 def graph_device_index(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> int:

@@ -27,10 +27,7 @@ def aot_num_user_outputs() -> int | None:
     metadata = getattr(context, "fw_metadata", None) if context is not None else None
     if metadata is None:
         return None
-    try:
-        return metadata.tensors_saved_for_backwards_slice.start
-    except Exception:
-        return None
+    return metadata.tensors_saved_for_backwards_slice.start
 
 
 def output_stack_traces(gm: torch.fx.GraphModule) -> list[str | None]:
