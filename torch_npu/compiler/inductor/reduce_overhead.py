@@ -41,11 +41,13 @@ inductor_cudagraph_policy``), where every thread sees it.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-
 from torch._inductor.cudagraph_utils import CUDAGraphPolicy
+
+if TYPE_CHECKING:
+    from .capture_facts import CaptureFacts
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +64,10 @@ def _is_npu_graph(output_code: Any) -> bool:
 _DEVICE_REASONS = ("skipping cudagraphs due to multiple devices", "skipping cudagraphs due to cpu device")
 
 
-def capture_blocker(compiled_graph: Any, facts: Any) -> str | None:
+def capture_blocker(compiled_graph: Any, facts: CaptureFacts | None) -> str | None:
     """Why Inductor's compiled npu graph cannot run as one NPU graph, or None.
 
-    ``facts`` (``capture_facts.CaptureFacts``) are what the post-grad pass read from the
+    ``facts`` are what the post-grad pass read from the
     graph's node metadata; without them (a cache hit whose note was not kept) the compiled
     graph's own devices stand in, where cpu work and data-dependent sizes look alike.
     """
