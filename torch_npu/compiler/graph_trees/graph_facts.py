@@ -2,7 +2,8 @@
 
 Which device it runs on, whether it can be captured at all (one npu device, no cpu
 tensors: cpu work would run once at capture time and never at replay; no sizes read from
-tensor data, which a replay of fixed shapes cannot follow), and which inputs it mutates in
+tensor data, which a replay of fixed shapes cannot follow -- an eager ATen graph meets
+those as a failed capture, at the op that syncs), and which inputs it mutates in
 place (those must be written back when replay works on copies). ``capture_blocker`` is the
 one set of capture rules: the ``npugraphs`` backend and npugraph_ex feed it an ATen
 graph's node metadata, ``mode="reduce-overhead"`` what Inductor's post-grad pass noted
