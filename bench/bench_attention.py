@@ -61,7 +61,7 @@ def cpu_profiler_peak(fn) -> int:
         result = fn()
     events = []
     for e in prof.events():
-        nbytes = getattr(e, "cpu_memory_usage", 0)
+        nbytes = e.cpu_memory_usage
         if nbytes:
             events.append((e.time_range.start, nbytes))
     events.sort()

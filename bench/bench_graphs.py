@@ -97,10 +97,9 @@ def run(steps: int, with_inductor: bool) -> dict:
     with torch.no_grad(), torch.npu.graph(g):
         model(x)
     results["raw_replay_s"] = _median_step(g.replay, steps)
-    nodes = g.num_nodes() if hasattr(g, "num_nodes") else None
-    if nodes:
-        results["raw_replay_nodes"] = nodes
-        results["raw_replay_per_node_us"] = results["raw_replay_s"] / nodes * 1e6
+    nodes = g.num_nodes()
+    results["raw_replay_nodes"] = nodes
+    results["raw_replay_per_node_us"] = results["raw_replay_s"] / nodes * 1e6
 
     results["npugraphs_vs_eager_infer"] = results["eager_infer_s"] / results["npugraphs_infer_s"]
     results["npugraphs_vs_eager_train"] = results["eager_train_s"] / results["npugraphs_train_s"]

@@ -154,7 +154,7 @@ def _gpt2_case() -> Callable[[], tuple] | str:
             # tensor) and writes at that count: set it back so that every timed step
             # is the same decode step at position 7 (one tiny eager op per layer).
             for layer in cache.layers:
-                if getattr(layer, "is_initialized", False):
+                if layer.is_initialized:
                     layer.cumulative_length.fill_(7)
 
         return copy.deepcopy(model), (), kwargs, same_position

@@ -97,7 +97,7 @@ from torch._higher_order_ops.utils import registered_hop_fake_fns
 from torch._prims import rng_prims
 from torch._subclasses.fake_tensor import FakeTensorConverter
 from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode
-from torch_npu.compiler.graph_trees.reduce_overhead import NpuGraphPolicy
+from torch_npu.compiler.inductor.reduce_overhead import NpuGraphPolicy
 save, run_with = rng_prims.run_and_save_rng_state, rng_prims.run_with_rng_state
 npu_aware = lambda fn: getattr(fn, "_npu_aware", False)
 patched = {

@@ -235,10 +235,51 @@ def test_graph_with_data_dependent_shapes_runs_uncaptured_naming_them(caplog):
     assert _manager().stats["records"] == 0 and _manager().stats["eager_runs"] == 3
 
 
+def test_data_dependent_shapes_are_named_after_an_fx_graph_cache_hit(caplog):
+    # The facts come from the post-grad graph, which a cache hit does not run: they are kept
+    # beside the cache entry, and Inductor's own devices (cpu, for these size checks) would
+    # name cpu tensors instead.
+    from torch._dynamo.utils import counters
+
+    from torch_npu.compiler import graph_trees
+    from torch_npu.compiler.inductor import cache_side_notes
+
+    def fn(x):
+        return (x[x.nonzero(as_tuple=True)] * 3).sum() - x.sum()
+
+    hits = []
+    for round_ in range(2):
+        hits.append(counters["inductor"]["fxgraph_cache_hit"])
+        torch._dynamo.reset()
+        graph_trees.reset()
+        cache_side_notes.forget_in_memory()  # as in a new process
+        caplog.clear()
+        with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+            compiled = torch.compile(fn, mode="reduce-overhead", fullgraph=True)
+            with caplog.at_level(logging.WARNING, logger="torch_npu.compiler.graph_trees"):
+                x = torch.tensor([0.0, 2.5, 0.0, -1.0])
+                assert_close_to_cpu(compiled(x.npu()), fn(x))
+        lines = [r.getMessage() for r in caplog.records if "runs uncaptured" in r.getMessage()]
+        assert len(lines) == 1 and "data-dependent output shapes" in lines[0], (round_, lines)
+    assert counters["inductor"]["fxgraph_cache_hit"] > hits[1], dict(counters["inductor"])
+
+
+def test_capture_blocker_is_one_set_of_rules_over_devices():
+    from torch_npu.compiler.graph_trees.graph_facts import CPU_TENSORS, DATA_DEPENDENT_SHAPES, capture_blocker
+
+    npu0, npu1, cpu = torch.device("npu", 0), torch.device("npu", 1), torch.device("cpu")
+    assert capture_blocker({npu0}) is None
+    assert capture_blocker({npu0, cpu}, data_dependent_shapes=True) == CPU_TENSORS
+    assert capture_blocker({npu0}, data_dependent_shapes=True) == DATA_DEPENDENT_SHAPES
+    assert "several npu devices" in capture_blocker({npu0, npu1})
+    assert capture_blocker({npu0}, compiler_reason="an incompatible op") == "an incompatible op"
+    assert capture_blocker(set()) == "the graph has no npu tensors"
+
+
 def test_graphs_of_other_devices_are_handed_back_to_the_default():
     from torch._inductor import config
 
-    from torch_npu.compiler.graph_trees.reduce_overhead import NpuGraphPolicy
+    from torch_npu.compiler.inductor.reduce_overhead import NpuGraphPolicy
 
     compiled = torch.compile(lambda x: x.sin() * 2, mode="reduce-overhead")
     x = torch.randn(8)
@@ -260,7 +301,7 @@ def test_graphs_of_other_devices_are_handed_back_to_the_default():
 def test_policy_is_seen_by_every_thread():
     from torch._inductor import config
 
-    from torch_npu.compiler.graph_trees.reduce_overhead import NpuGraphPolicy
+    from torch_npu.compiler.inductor.reduce_overhead import NpuGraphPolicy
 
     torch.compile(lambda x: x + 1)(torch.randn(2, device="npu"))  # the policy is installed by now
     seen = []
@@ -383,7 +424,7 @@ def test_overwritten_output_error_names_the_stack_after_an_fx_graph_cache_hit():
     from torch._dynamo.utils import counters
 
     from torch_npu.compiler import graph_trees
-    from torch_npu.compiler.inductor import output_stack_traces
+    from torch_npu.compiler.inductor import cache_side_notes
 
     x = torch.randn(7)
     hits = []
@@ -392,7 +433,7 @@ def test_overwritten_output_error_names_the_stack_after_an_fx_graph_cache_hit():
         torch._dynamo.reset()
         graph_trees.reset()
         # As in a new process: only the file next to the cached graph knows the stacks.
-        output_stack_traces._by_cache_key.clear()
+        cache_side_notes.forget_in_memory()
         message = _read_after_overwrite(torch.compile(_shifted_cosine, mode="reduce-overhead"), x)
         trace = message.split("Stack trace of where it was produced:")[1]
         assert "the line an FX-graph-cache hit must still name" in trace, (round_, message)

@@ -2,7 +2,7 @@
 
 The extension point exists: ``torch._inductor.config.cudagraph_policy`` is the slot through
 which another graph implementation takes over Inductor's cudagraph wrapping (see
-``torch_npu.compiler.graph_trees.reduce_overhead``). What is missing is a way to fill it
+``torch_npu.compiler.inductor.reduce_overhead``). What is missing is a way to fill it
 for the whole process: an assignment to a torch config value is stored per thread (a
 context variable), and Inductor compiles the backward of a training graph lazily, on
 autograd's device thread, where a policy assigned on the main thread is not seen. So the
@@ -24,7 +24,7 @@ def apply() -> None:
     """Make the npu policy the entry's default once, wrapping the previous default."""
     from torch._inductor import config
 
-    from torch_npu.compiler.graph_trees.reduce_overhead import NpuGraphPolicy
+    from torch_npu.compiler.inductor.reduce_overhead import NpuGraphPolicy
 
     entry = config._config[OPTION]
     if isinstance(entry.default, NpuGraphPolicy):

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import torch
 
-from .graph_facts import capture_blocker, graph_device_index, graph_devices, mutated_input_indices
+from .graph_facts import graph_capture_blocker, graph_device_index, graph_devices, mutated_input_indices
 from .tree_manager import CompilationMode, GraphFunction, get_manager
 
 
@@ -27,10 +27,7 @@ def aot_num_user_outputs() -> int | None:
     metadata = getattr(context, "fw_metadata", None) if context is not None else None
     if metadata is None:
         return None
-    try:
-        return metadata.tensors_saved_for_backwards_slice.start
-    except Exception:
-        return None
+    return metadata.tensors_saved_for_backwards_slice.start
 
 
 def output_stack_traces(gm: torch.fx.GraphModule) -> list[str | None]:
@@ -60,7 +57,7 @@ def npugraphify(
     if not graph_devices(gm) and not any(isinstance(x, torch.Tensor) for x in example_inputs):
         # No tensor work at all (say, only stream bookkeeping): nothing to capture.
         return model
-    reason = capture_blocker(gm, example_inputs)
+    reason = graph_capture_blocker(gm, example_inputs)
     device_index = 0 if reason is not None else graph_device_index(gm, example_inputs)
     return GraphFunction(
         get_manager(device_index),

@@ -17,10 +17,8 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
-import os
 from typing import Any
 
-from torch_npu.compiler.npu_backend_option import DEFAULT as DEFAULT_BACKEND
 from torch_npu.compiler.npu_backend_option import ENV_VAR, OPTION
 
 log = logging.getLogger(__name__)
@@ -72,49 +70,54 @@ def available_backends() -> tuple[str, ...]:
     return tuple(BUILTIN_BACKENDS) + tuple(sorted(_plugin_entry_points()))
 
 
+def _entry() -> Any:
+    """The ``npu_backend`` entry of ``torch._inductor.config``, which npu's compile setup adds."""
+    from torch._inductor import config
+
+    entry = config._config.get(OPTION)
+    if entry is None:
+        raise RuntimeError(
+            f"torch._inductor.config has no {OPTION!r} entry: torch_npu's compile setup "
+            "(the inductor_npu_backend_option patch) has not run in this process"
+        )
+    return entry
+
+
 def requested_backend() -> object:
     """The raw ``npu_backend`` value of the compile in progress (not validated).
 
     Options > ``torch._inductor.config.npu_backend`` > the environment variable > default,
-    all resolved by the config entry. Without the entry (its patch not applied) only the
-    environment and the default remain.
+    all resolved by the config entry.
     """
     from torch._inductor import config
 
-    if OPTION in config._config:
-        return getattr(config, OPTION)
-    return os.environ.get(ENV_VAR, DEFAULT_BACKEND)
+    _entry()
+    return getattr(config, OPTION)
+
+
+# Where a value set on the config entry came from: ``options=`` of torch.compile is applied
+# by Inductor as a ``config.patch`` around ``compile_fx``, the same override an assignment
+# makes, so the config cannot tell the two apart.
+SET_ON_CONFIG = f"torch.compile(options=...) or torch._inductor.config.{OPTION}"
 
 
 def backend_source() -> str:
     """Where the ``npu_backend`` of the compile in progress came from, for the log.
 
-    ``options=`` of torch.compile and an assignment to ``torch._inductor.config`` both end
-    up as the config entry's override; the options are told apart by the patch Inductor
-    applies around ``compile_fx`` (found on the stack). Called only when logging.
+    Read from the config entry: its override (``SET_ON_CONFIG``), the environment
+    variable, or the default. An override of the value the environment or the default
+    gives anyway is reported as coming from there.
     """
-    import sys
-
-    from torch._inductor import config
     from torch.utils._config_module import _UNSET_SENTINEL
 
-    entry = config._config.get(OPTION)
-    if entry is None:
-        return f"environment {ENV_VAR}" if ENV_VAR in os.environ else "default"
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "compile_fx" and frame.f_globals.get("__name__") == "torch._inductor.compile_fx":
-            patches = frame.f_locals.get("config_patches") or {}
-            if OPTION in patches or OPTION.replace("_", "-") in patches:
-                return "torch.compile(options=...)"
-        frame = frame.f_back
+    entry = _entry()
     from_env = entry.env_value_default is not _UNSET_SENTINEL
     below = entry.env_value_default if from_env else entry.default
     override = entry.user_override.get()
     # A finished config.patch leaves the value it restored as an override: an override
     # equal to what env/default give is reported as coming from there.
     if override is not _UNSET_SENTINEL and override != below:
-        return "torch._inductor.config.npu_backend"
+        return SET_ON_CONFIG
     return f"environment {ENV_VAR}" if from_env else "default"
 
 

@@ -124,11 +124,13 @@ class HostLoweringChoices(CustomGraphPass):
         _eager_scatter_ops()
 
     def __call__(self, gm: torch.fx.GraphModule) -> None:
-        # Not a lowering choice: the one post-grad hook of npu graphs also keeps their
-        # outputs' user stacks for the NPU graph trees' errors (see output_stack_traces).
-        from . import output_stack_traces
+        # Not a lowering choice: the one post-grad hook of npu graphs also keeps, for the
+        # NPU graph trees, their outputs' user stacks (see output_stack_traces) and what
+        # blocks their capture (see capture_facts), read before the rewrites below.
+        from . import capture_facts, output_stack_traces
 
         output_stack_traces.note(gm)
+        capture_facts.note(gm)
         changed = False
         for node in list(gm.graph.nodes):
             if node.op != "call_function":

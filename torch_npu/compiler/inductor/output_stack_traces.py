@@ -6,19 +6,19 @@ only in the ``cudagraph_info`` of graphs it wraps in its own CUDA graphs, and it
 wrap npu graphs. So npu's post-grad pass notes them here, per thread, while
 ``mode="reduce-overhead"`` is on, and the reduce-overhead policy takes them when it wraps
 the compiled graph, in the same thread right after. A graph loaded from the FX-graph
-cache runs no pass, so the stacks are also kept by the graph's FX-graph-cache key, in this
-process and in a file of the Inductor cache directory next to the cached graph
-(``remember``/``recall``), as Inductor keeps CUDA's in its cache entry.
+cache runs no pass, so the stacks are also kept by the graph's FX-graph-cache key
+(``remember``/``recall``, through ``cache_side_notes``), as Inductor keeps CUDA's in its
+cache entry.
 """
 from __future__ import annotations
 
-import json
-import os
 import threading
 from typing import Any
 
+from . import cache_side_notes
+
+_KIND = "output_stacks"
 _pending = threading.local()
-_by_cache_key: dict[str, list[str | None]] = {}
 
 
 def note(gm: Any) -> None:
@@ -48,47 +48,16 @@ def take(num_outputs: int | None) -> list[str | None] | None:
     return traces
 
 
-def _path(cache_key: str) -> str | None:
-    if not cache_key.isalnum():
-        return None
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
-
-    return os.path.join(cache_dir(), "npu_graph_output_stacks", cache_key + ".json")
-
-
 def remember(cache_key: str | None, traces: list[str | None]) -> None:
     """Keep ``traces`` for later loads of the compiled graph with this FX-graph-cache key."""
-    if not cache_key:
-        return
-    _by_cache_key[cache_key] = traces
-    path = _path(cache_key)
-    if path is None:
-        return
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(traces, f)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache only costs the stacks of later cache hits
+    cache_side_notes.remember(_KIND, cache_key, traces)
 
 
 def recall(cache_key: str | None, num_outputs: int | None) -> list[str | None] | None:
     """The stacks kept for this FX-graph-cache key, if any (and for ``num_outputs`` outputs)."""
-    if not cache_key:
+    traces = cache_side_notes.recall(_KIND, cache_key)
+    if not isinstance(traces, list) or not all(t is None or isinstance(t, str) for t in traces):
         return None
-    traces = _by_cache_key.get(cache_key)
-    if traces is None:
-        path = _path(cache_key)
-        try:
-            with open(path) as f:  # type: ignore[arg-type]
-                loaded = json.load(f)
-        except (OSError, TypeError, ValueError):
-            return None
-        if not isinstance(loaded, list) or not all(t is None or isinstance(t, str) for t in loaded):
-            return None
-        traces = _by_cache_key[cache_key] = loaded
     if num_outputs is not None and len(traces) != num_outputs:
         return None
     return traces

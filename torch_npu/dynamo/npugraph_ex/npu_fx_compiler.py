@@ -34,16 +34,10 @@ def _capture_npu_graph(
     """The callable (boxed: takes the list of inputs) that runs the optimized graph.
 
     NPU-graph capture and replay live in ``npugraph_ex._capture``, built on torch_npu's
-    graph trees; where that module is absent, the graph's ops run on the device as they come.
+    graph trees, which ships with this module.
     """
-    try:
-        from npugraph_ex._capture import capture_npu_graph
-    except ModuleNotFoundError as exc:
-        if exc.name != "npugraph_ex._capture":
-            raise
-        from torch._functorch.aot_autograd import make_boxed_func
+    from npugraph_ex._capture import capture_npu_graph
 
-        return make_boxed_func(gm.forward)
     return capture_npu_graph(gm, example_inputs, config)
 
 

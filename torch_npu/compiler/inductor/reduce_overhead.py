@@ -26,24 +26,28 @@ What the trees learn from the compiled graph: forward/backward/inference
 address, never copied), the inputs it mutates (``mutated_input_idxs``: written back when
 the graph worked on a copy), and, on a fresh compile, which forward outputs are the
 user's (AOT autograd's metadata; the rest are activations for the backward, handed out as
-aliases of graph memory). Reasons Inductor gives against capture other than "not CUDA"
-(cpu tensors in the graph, several devices, dynamic shapes under
-``cudagraph_skip_dynamic_graphs``) make the graph run uncaptured, with one log line, and
-so do data-dependent output shapes (unbacked sizes in the graph), which Inductor reports
-as cpu work.
+aliases of graph memory). Whether it can be captured at all follows the graph trees' one
+set of rules (``graph_trees.graph_facts.capture_blocker``), fed what npu's post-grad pass
+read from the graph's node metadata (``capture_facts``: cpu tensors, several devices,
+data-dependent sizes, which Inductor itself reports as cpu work) and Inductor's other
+reasons (dynamic shapes under ``cudagraph_skip_dynamic_graphs``, an incompatible op); a
+graph that cannot runs uncaptured, with one log line.
 
 Installation: the slot is one global value, but a config assignment is per thread (a
 context variable), and Inductor compiles a lazy backward on autograd's device thread; so
 the policy is installed as the entry's default (``torch_npu._patches.
-inductor_cudagraph_policy_default``), where every thread sees it.
+inductor_cudagraph_policy``), where every thread sees it.
 """
 from __future__ import annotations
 
 import logging
-import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import torch
 from torch._inductor.cudagraph_utils import CUDAGraphPolicy
+
+if TYPE_CHECKING:
+    from .capture_facts import CaptureFacts
 
 log = logging.getLogger(__name__)
 
@@ -54,46 +58,32 @@ def _is_npu_graph(output_code: Any) -> bool:
     return DEVICE_TYPE in getattr(output_code, "device_types", ())
 
 
-# In the post-grad graph's annotations: a tensor on cpu ("f32[4][1]cpu"), and an unbacked
-# size ("i64[u0, 1]", "Sym(u0)"), i.e. one read from tensor data (nonzero, boolean masks).
-_CPU_TENSOR = re.compile(r'"\w+\[[^"\]]*\]\[[^"\]]*\]cpu"')
-_UNBACKED_SIZE = re.compile(r"Sym\([^)]*\bu\d+|[\[, ]u\d+[\],]")
+# Inductor's reasons against capture that say what the devices already say (a graph on
+# npu is "multiple devices" to it; a cpu tensor, or the host-side size checks of unbacked
+# sizes, are a "cpu device").
+_DEVICE_REASONS = ("skipping cudagraphs due to multiple devices", "skipping cudagraphs due to cpu device")
 
 
-def _annotations(compiled_graph: Any) -> str:
-    # The graph's code without its comment lines, which quote the user's source.
-    text = getattr(compiled_graph, "inductor_post_grad_graph_str", None) or ""
-    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+def capture_blocker(compiled_graph: Any, facts: CaptureFacts | None) -> str | None:
+    """Why Inductor's compiled npu graph cannot run as one NPU graph, or None.
 
+    ``facts`` are what the post-grad pass read from the
+    graph's node metadata; without them (a cache hit whose note was not kept) the compiled
+    graph's own devices stand in, where cpu work and data-dependent sizes look alike.
+    """
+    from torch_npu.compiler.graph_trees.graph_facts import capture_blocker as rules
 
-DATA_DEPENDENT_SHAPES = (
-    "the graph has data-dependent output shapes (sizes read from tensor data, as nonzero or boolean "
-    "indexing produce), which a replay of fixed shapes cannot follow"
-)
-
-
-def capture_blocker(compiled_graph: Any) -> str | None:
-    """Why Inductor's compiled npu graph cannot run as one NPU graph, or None."""
-    device_types = set(compiled_graph.device_types)
-    annotations = _annotations(compiled_graph)
-    if annotations and _UNBACKED_SIZE.search(annotations) and not _CPU_TENSOR.search(annotations):
-        # Inductor counts the host-side size checks of such graphs as cpu work.
-        return DATA_DEPENDENT_SHAPES
-    if "cpu" in device_types:
-        reason = compiled_graph.disabled_cudagraphs_reason or ""
-        detail = f" ({reason.strip()})" if "cpu device" in reason else ""
-        return "the graph uses cpu tensors (cpu work is not recorded and would not re-run at replay)" + detail
-    others = device_types - {DEVICE_TYPE}
-    if others:
-        return f"the graph uses non-npu devices {sorted(others)}"
-    if len(compiled_graph.device_idxs) > 1:
-        return f"the graph spans several npu devices {sorted(compiled_graph.device_idxs)}"
-    reason = compiled_graph.disabled_cudagraphs_reason or ""
-    if reason and not reason.startswith("skipping cudagraphs due to multiple devices"):
-        # Inductor's own reasons (symbolic shapes under cudagraph_skip_dynamic_graphs,
-        # an incompatible op): the same rules as on CUDA.
-        return reason.strip()
-    return None
+    reason = (compiled_graph.disabled_cudagraphs_reason or "").strip()
+    if reason.startswith(_DEVICE_REASONS):
+        reason = ""
+    if facts is not None:
+        devices = set(facts.devices)
+        data_dependent = facts.data_dependent_shapes
+    else:
+        devices = {torch.device(t) for t in compiled_graph.device_types if t != DEVICE_TYPE}
+        devices |= {torch.device(DEVICE_TYPE, i) for i in compiled_graph.device_idxs} or {torch.device(DEVICE_TYPE)}
+        data_dependent = False
+    return rules(devices, data_dependent_shapes=data_dependent, compiler_reason=reason or None)
 
 
 class NpuGraphPolicy(CUDAGraphPolicy):
@@ -118,9 +108,10 @@ class NpuGraphPolicy(CUDAGraphPolicy):
         from torch._inductor import config
 
         if not config.triton.cudagraphs or getattr(output_code, "current_callable", None) is None:
-            from torch_npu.compiler.inductor import output_stack_traces
+            from torch_npu.compiler.inductor import capture_facts, output_stack_traces
 
-            output_stack_traces.take(None)  # stacks noted for this graph are not another's
+            output_stack_traces.take(None)  # notes taken for this graph are not another's
+            capture_facts.take(None)
             return output_code
         output_code.current_callable = _npugraphify(output_code)
         return output_code
@@ -137,9 +128,11 @@ def _npugraphify(compiled_graph: Any) -> Any:
         mode = CompilationMode.INFERENCE if fx_kwargs.get("is_inference") else CompilationMode.FORWARD
         static = set(fx_kwargs.get("static_input_idxs") or ())
         num_user_outputs = aot_num_user_outputs() if mode is CompilationMode.FORWARD else None
-    reason = capture_blocker(compiled_graph)
-    device_index = next(iter(compiled_graph.device_idxs), 0) if reason is None else 0
+    from torch_npu.compiler.inductor import capture_facts
+
     key = getattr(compiled_graph, "_fx_graph_cache_key", None) or ""
+    reason = capture_blocker(compiled_graph, capture_facts.take(key))
+    device_index = next(iter(compiled_graph.device_idxs), 0) if reason is None else 0
     # Where each output was produced in the user's code, for the overwritten-output error:
     # noted by npu's post-grad pass on a fresh compile and kept by cache key for cache hits
     # (Inductor keeps them only for the graphs it wraps itself, in cudagraph_info).
