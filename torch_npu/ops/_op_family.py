@@ -40,20 +40,28 @@ class OpFamily:
         setup_context: Callable | None = None,
         decompose: bool = False,
         fake_needs_context: bool = False,
+        kernel_keys: tuple[str, ...] = (DEVICE_KEY,),
     ) -> None:
         """Define ``schema`` with its npu kernel, fake kernel and (optionally) autograd.
+
+        ``kernel_keys`` are the dispatch keys the kernel serves: the npu by default; an
+        operator whose kernel also runs on cpu tensors (the attention operators, which run
+        the runtime's host kernels) adds ``"CPU"``.
 
         The fake kernel is registered as the operator's Meta kernel, which FakeTensorMode
         runs for operators without a registered fake implementation: it costs a dispatcher
         entry, where ``torch.library.register_fake`` reads the caller's source file for its
         records (about 1 ms an operator at ``import torch_npu``). An operator whose fake kernel
-        asks ``torch.library.get_ctx()`` for data-dependent sizes needs the real fake
-        registration: ``fake_needs_context=True``.
+        asks ``torch.library.get_ctx()`` for data-dependent sizes, or that must see the fake
+        tensors themselves rather than meta copies of them (a format cast records the format
+        in the fake output's backend metadata), needs the real fake registration:
+        ``fake_needs_context=True``.
         """
         qualified = schema.split("(", 1)[0].strip()
         name, _, overload = qualified.partition(".")
         self.library.define(schema)
-        self.library.impl(qualified, kernel, DEVICE_KEY)
+        for key in kernel_keys:
+            self.library.impl(qualified, kernel, key)
         target = f"{NAMESPACE}::{qualified}"
         if fake_needs_context:
             torch.library.register_fake(target, fake, lib=self.library)
@@ -63,7 +71,6 @@ class OpFamily:
             self._register_autograd(qualified, target, backward, setup_context)
         if decompose:
             self.decompositions[f"{name}.{overload or 'default'}"] = kernel
-
 
     def _register_autograd(self, qualified: str, target: str, backward: Callable, setup_context) -> None:
         """The Autograd kernel ``torch.library.register_autograd`` would register, built on the
