@@ -11,9 +11,15 @@ from the same formula.
 ``OpFamily`` holds the family's ``torch.library.Library("npu", "FRAGMENT")`` (the family
 module keeps it alive) and collects the decompositions; Inductor receives them only when an
 Inductor compile is about to start (``torch_npu.ops.register_inductor_decompositions``).
+
+The schemas themselves are usually defined before the family is imported (``torch_npu.ops``
+defines every family's schemas at ``import torch_npu``, so that ``torch.ops.npu.<name>``
+resolves, and imports the family on first call): ``define_schema`` then only records the
+schema, which is what the catalog of schemas is built from.
 """
 from __future__ import annotations
 
+import sys
 from typing import Callable
 
 import torch
@@ -21,14 +27,32 @@ import torch
 NAMESPACE = "npu"
 DEVICE_KEY = "PrivateUse1"
 
+# "name" or "name.overload" of the schemas defined ahead of their family (torch_npu.ops).
+PREDEFINED: set[str] = set()
+# Family module name -> the library of stand-in kernels torch_npu.ops registered for its
+# operators until the family is imported; the family's OpFamily destroys it, however the
+# module came to be imported.
+STAND_INS: dict[str, torch.library.Library] = {}
+
 
 class OpFamily:
     """The registrations of one operator family."""
 
     def __init__(self) -> None:
+        stand_ins = STAND_INS.pop(sys._getframe(1).f_globals.get("__name__", ""), None)
+        if stand_ins is not None:
+            stand_ins._destroy()
         self.library = torch.library.Library(NAMESPACE, "FRAGMENT")
         # "name" or "name.overload" -> the ATen composite Inductor decomposes the op into.
         self.decompositions: dict[str, Callable] = {}
+        # The family's schemas, as written, in definition order.
+        self.schemas: list[str] = []
+
+    def define_schema(self, schema: str) -> None:
+        """Define ``schema`` in the ``npu`` namespace unless it was defined ahead of the family."""
+        self.schemas.append(schema)
+        if schema.split("(", 1)[0].strip() not in PREDEFINED:
+            self.library.define(schema)
 
     def define(
         self,
@@ -59,7 +83,7 @@ class OpFamily:
         """
         qualified = schema.split("(", 1)[0].strip()
         name, _, overload = qualified.partition(".")
-        self.library.define(schema)
+        self.define_schema(schema)
         for key in kernel_keys:
             self.library.impl(qualified, kernel, key)
         target = f"{NAMESPACE}::{qualified}"
