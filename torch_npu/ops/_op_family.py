@@ -41,7 +41,7 @@ class OpFamily:
     def __init__(self) -> None:
         stand_ins = STAND_INS.pop(sys._getframe(1).f_globals.get("__name__", ""), None)
         if stand_ins is not None:
-            stand_ins._destroy()
+            torch.library.Library._destroy(stand_ins)
         self.library = torch.library.Library(NAMESPACE, "FRAGMENT")
         # "name" or "name.overload" -> the ATen composite Inductor decomposes the op into.
         self.decompositions: dict[str, Callable] = {}
