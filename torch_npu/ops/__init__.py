@@ -27,6 +27,7 @@ when an Inductor compile is about to start, never at ``import torch_npu``.
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
 from typing import Any
 
@@ -100,7 +101,9 @@ def install() -> None:
         for name in _catalog.EXPORTS.get(family, ()):
             _EXPORT_FAMILY[name] = family
         schemas = _catalog.SCHEMAS.get(family, ())
-        if not schemas:
+        if not schemas or f"{__name__}.{family}" in sys.modules:
+            # Imported already (an Inductor import during torch's autoload of torch_npu hands
+            # over the decompositions before this runs): the family defined its own schemas.
             continue
         stand_ins = torch.library.Library(NAMESPACE, "FRAGMENT")
         for schema in schemas:
