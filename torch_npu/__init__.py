@@ -4,7 +4,8 @@ Importing the package loads the runtime (``torch_npu._C``), renames PrivateUse1 
 ``npu``, registers ``torch.npu`` and the ``.npu()``/``is_npu`` methods, and installs two
 import-system finders: the compile trigger (Dynamo/Inductor integration is set up when
 those modules are first imported, never here) and the ``npugraph_ex`` alias, and registers
-the fused ``npu_*`` operators (``torch.ops.npu``, bound as ``torch_npu.<name>``), and names
+the fused ``npu_*`` operators' schemas (``torch.ops.npu``, also ``torch_npu.<name>``; each
+family's kernels load on first use), and names
 the ``hccl`` process-group backend to torch.distributed (loaded on first use). It also
 registers torch_npu's ``TORCH_LOGS`` names and torch.multiprocessing's npu tensor reducer
 and, if ``TORCH_NPU_SANITIZER`` asks for it, enables the stream sanitizer. It imports no
@@ -75,10 +76,11 @@ compile_trigger.install()  # Dynamo/Inductor integration, set up when they are f
 npugraph_ex_finder.install()  # `import npugraph_ex` finds the bundled package
 hccl_registration.register()  # torch.distributed knows the "hccl" backend (loaded on first use)
 
-# The fused npu_* operators: torch.ops.npu.<name>, bound here as torch_npu.<name>.
+# The fused npu_* operators: torch.ops.npu.<name> defined here, each family imported on its
+# first call or on first lookup of torch_npu.<name> (see torch_npu.ops).
 from torch_npu import ops as _ops  # noqa: E402
 
-globals().update(_ops.register_all())
+_ops.install()
 
 if _os.environ.get("TORCH_NPU_SANITIZER"):
     from torch_npu.npu import _stream_sanitizer  # noqa: E402
@@ -94,4 +96,13 @@ _LAZY_SUBMODULES = ("compiler", "distributed", "dynamo", "jit", "npu", "optim", 
 def __getattr__(name: str):
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
+    family = _ops.family_of(name)
+    if family is not None:
+        value = getattr(_ops.load(family), name)
+        globals()[name] = value  # later lookups are plain attribute reads
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY_SUBMODULES) | set(_ops.exported_names()))

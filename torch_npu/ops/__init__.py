@@ -2,14 +2,22 @@
 
 Code written for Ascend calls ``torch_npu.npu_rms_norm(...)``, ``torch_npu.npu_fusion_attention(...)``
 and so on, and exported programs refer to them as ``torch.ops.npu.<name>``. Each op family is one
-module of this package: it defines its operators in the ``npu`` namespace with the Ascend schemas
-(through its own ``torch.library.Library("npu", "FRAGMENT")``, kept alive by the module) and
-registers the npu kernel, a fake kernel (so ``torch.compile`` and ``torch.export`` trace it) and
-autograd where Ascend has a backward. A family's ``__all__`` names the callables it exports as
-``torch_npu.<name>``.
+module of this package: it registers its operators in the ``npu`` namespace through an
+``OpFamily`` (``_op_family``): the npu kernel, a fake kernel (so ``torch.compile`` and
+``torch.export`` trace it) and autograd where Ascend has a backward. A family's ``__all__`` names
+the callables it exports as ``torch_npu.<name>``.
 
-``import torch_npu`` registers every family: schemas and registrations cost little, and a family
-keeps heavy kernel code out of its import (it is imported on first call).
+Families are imported on first use, not at ``import torch_npu`` (importing and registering all of
+them cost about as much again as the rest of the import). PyTorch resolves
+``torch.ops.npu.<name>`` in the dispatcher, with no Python hook on the lookup, so ``install()``
+defines every family's schemas up front from ``_catalog`` (generated from the families,
+checked by test/ops/test_op_catalog.py) with a stand-in kernel per operator (at Autograd and
+the backend keys): the stand-in imports the operator's family, which replaces the stand-ins
+with the real registrations, and calls the operator again. So an operator found any
+way (``torch.ops.npu``, an exported program loaded in a fresh process, Dynamo, FakeTensorMode,
+opcheck) runs its family's kernels from its first call. ``torch_npu.<name>`` imports the
+family at lookup (``family_of``). Code that asks the dispatcher about an operator's kernels
+loads its family first (``load``) or all of them (``register_all``).
 
 A family may also define ``INDUCTOR_DECOMPOSITIONS`` (``{"name.overload": ATen composite}``):
 the formula Inductor decomposes the operator into so that it fuses with its neighbours.
@@ -19,6 +27,8 @@ when an Inductor compile is about to start, never at ``import torch_npu``.
 from __future__ import annotations
 
 import importlib
+import sys
+import threading
 from typing import Any
 
 # Op family modules under torch_npu.ops, in registration order.
@@ -62,14 +72,131 @@ FAMILIES: tuple[str, ...] = (
 )
 
 
+_LOCK = threading.RLock()
+_LOADED: set[str] = set()
+# The schema definitions (kept for the process) and, per family not yet imported, the library
+# holding its stand-in kernels (destroyed when the family is imported).
+_DEFINITIONS: Any = None
+_EXPORT_FAMILY: dict[str, str] = {}
+# Where the stand-ins sit: Autograd is the first key any call reaches (eager, FakeTensorMode,
+# tracing), so the family's own autograd kernel serves the first call; the backend keys
+# (CompositeExplicitAutograd) catch calls made below autograd (inference mode). Not
+# CompositeImplicitAutograd: torch.export and Inductor collect every op with such a kernel
+# as a decomposition of its own.
+_STAND_IN_KEYS = ("Autograd", "CompositeExplicitAutograd")
+
+
+def install() -> None:
+    """Define every family's schemas with stand-in kernels (``import torch_npu``). Idempotent."""
+    global _DEFINITIONS
+    if _DEFINITIONS is not None:
+        return
+    import torch
+
+    from . import _catalog
+    from ._op_family import NAMESPACE, PREDEFINED, STAND_INS
+
+    _DEFINITIONS = torch.library.Library(NAMESPACE, "FRAGMENT")
+    for family in FAMILIES:
+        for name in _catalog.EXPORTS.get(family, ()):
+            _EXPORT_FAMILY[name] = family
+        schemas = _catalog.SCHEMAS.get(family, ())
+        if not schemas or f"{__name__}.{family}" in sys.modules:
+            # Imported already (an Inductor import during torch's autoload of torch_npu hands
+            # over the decompositions before this runs): the family defined its own schemas.
+            continue
+        stand_ins = torch.library.Library(NAMESPACE, "FRAGMENT")
+        for schema in schemas:
+            qualified = schema.split("(", 1)[0].strip()
+            _DEFINITIONS.define(schema)
+            PREDEFINED.add(qualified)
+            stand_in = _stand_in(family, qualified)
+            for key in _STAND_IN_KEYS:
+                stand_ins.impl(qualified, stand_in, key)
+        STAND_INS[f"{__name__}.{family}"] = stand_ins
+
+
+def _stand_in(family: str, qualified: str):
+    name, _, overload_name = qualified.partition(".")
+
+    def first_call(*args, **kwargs):
+        load(family)
+        packet = getattr(torch_ops_npu(), name)
+        return getattr(packet, overload_name or "default")(*args, **kwargs)
+
+    first_call.__name__ = f"{name}_first_call"
+    return first_call
+
+
+def torch_ops_npu():
+    import torch
+
+    return torch.ops.npu
+
+
+def load(family: str):
+    """Import ``family`` (registering its operators in place of the stand-ins); return it."""
+    if family in _LOADED:
+        return importlib.import_module(f"{__name__}.{family}")
+    with _LOCK:
+        # The family's OpFamily destroys its stand-ins before registering.
+        module = importlib.import_module(f"{__name__}.{family}")
+        _LOADED.add(family)
+    return module
+
+
+def family_of(name: str) -> str | None:
+    """The family that exports ``torch_npu.<name>``, or None."""
+    return _EXPORT_FAMILY.get(name)
+
+
+def exported_names() -> tuple[str, ...]:
+    """Every ``torch_npu.<name>`` the families export."""
+    return tuple(_EXPORT_FAMILY)
+
+
 def register_all() -> dict[str, Any]:
     """Import every family (which registers its operators); return ``{public name: callable}``."""
     exported: dict[str, Any] = {}
     for family in FAMILIES:
-        module = importlib.import_module(f"{__name__}.{family}")
+        module = load(family)
         for name in module.__all__:
             exported[name] = getattr(module, name)
     return exported
+
+
+def build_catalog() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+    """``(schemas, exports)`` by family, read from the imported families: what ``_catalog``
+    must hold (``python -m torch_npu.ops`` writes it)."""
+    schemas: dict[str, tuple[str, ...]] = {}
+    exports: dict[str, tuple[str, ...]] = {}
+    for family in FAMILIES:
+        module = load(family)
+        recorded = getattr(getattr(module, "_family", None), "schemas", [])
+        if recorded:
+            schemas[family] = tuple(recorded)
+        exports[family] = tuple(module.__all__)
+    return schemas, exports
+
+
+def render_catalog() -> str:
+    schemas, exports = build_catalog()
+    lines = [
+        '"""Every op family\'s schemas and exported names, so that ``import torch_npu`` defines the',
+        "operators without importing the families (see ``torch_npu.ops``). Generated by",
+        '``python -m torch_npu.ops``; test/ops/test_op_catalog.py checks it against the families."""',
+        "",
+        "SCHEMAS = {",
+    ]
+    for family, items in schemas.items():
+        lines.append(f"    {family!r}: (")
+        lines.extend(f"        {schema!r}," for schema in items)
+        lines.append("    ),")
+    lines += ["}", "", "EXPORTS = {"]
+    for family, names in exports.items():
+        lines.append(f"    {family!r}: {names!r},")
+    lines += ["}", ""]
+    return "\n".join(lines)
 
 
 def register_inductor_decompositions() -> list[str]:
@@ -85,7 +212,7 @@ def register_inductor_decompositions() -> list[str]:
 
     added: list[str] = []
     for family in FAMILIES:
-        module = importlib.import_module(f"{__name__}.{family}")
+        module = load(family)
         for name, composite in getattr(module, "INDUCTOR_DECOMPOSITIONS", {}).items():
             op = overload(name)
             if op not in decomposition.decompositions:

@@ -11,9 +11,15 @@ from the same formula.
 ``OpFamily`` holds the family's ``torch.library.Library("npu", "FRAGMENT")`` (the family
 module keeps it alive) and collects the decompositions; Inductor receives them only when an
 Inductor compile is about to start (``torch_npu.ops.register_inductor_decompositions``).
+
+The schemas themselves are usually defined before the family is imported (``torch_npu.ops``
+defines every family's schemas at ``import torch_npu``, so that ``torch.ops.npu.<name>``
+resolves, and imports the family on first call): ``define_schema`` then only records the
+schema, which is what the catalog of schemas is built from.
 """
 from __future__ import annotations
 
+import sys
 from typing import Callable
 
 import torch
@@ -21,14 +27,32 @@ import torch
 NAMESPACE = "npu"
 DEVICE_KEY = "PrivateUse1"
 
+# "name" or "name.overload" of the schemas defined ahead of their family (torch_npu.ops).
+PREDEFINED: set[str] = set()
+# Family module name -> the library of stand-in kernels torch_npu.ops registered for its
+# operators until the family is imported; the family's OpFamily destroys it, however the
+# module came to be imported.
+STAND_INS: dict[str, torch.library.Library] = {}
+
 
 class OpFamily:
     """The registrations of one operator family."""
 
     def __init__(self) -> None:
+        stand_ins = STAND_INS.pop(sys._getframe(1).f_globals.get("__name__", ""), None)
+        if stand_ins is not None:
+            torch.library.Library._destroy(stand_ins)
         self.library = torch.library.Library(NAMESPACE, "FRAGMENT")
         # "name" or "name.overload" -> the ATen composite Inductor decomposes the op into.
         self.decompositions: dict[str, Callable] = {}
+        # The family's schemas, as written, in definition order.
+        self.schemas: list[str] = []
+
+    def define_schema(self, schema: str) -> None:
+        """Define ``schema`` in the ``npu`` namespace unless it was defined ahead of the family."""
+        self.schemas.append(schema)
+        if schema.split("(", 1)[0].strip() not in PREDEFINED:
+            self.library.define(schema)
 
     def define(
         self,
@@ -40,20 +64,28 @@ class OpFamily:
         setup_context: Callable | None = None,
         decompose: bool = False,
         fake_needs_context: bool = False,
+        kernel_keys: tuple[str, ...] = (DEVICE_KEY,),
     ) -> None:
         """Define ``schema`` with its npu kernel, fake kernel and (optionally) autograd.
+
+        ``kernel_keys`` are the dispatch keys the kernel serves: the npu by default; an
+        operator whose kernel also runs on cpu tensors (the attention operators, which run
+        the runtime's host kernels) adds ``"CPU"``.
 
         The fake kernel is registered as the operator's Meta kernel, which FakeTensorMode
         runs for operators without a registered fake implementation: it costs a dispatcher
         entry, where ``torch.library.register_fake`` reads the caller's source file for its
         records (about 1 ms an operator at ``import torch_npu``). An operator whose fake kernel
-        asks ``torch.library.get_ctx()`` for data-dependent sizes needs the real fake
-        registration: ``fake_needs_context=True``.
+        asks ``torch.library.get_ctx()`` for data-dependent sizes, or that must see the fake
+        tensors themselves rather than meta copies of them (a format cast records the format
+        in the fake output's backend metadata), needs the real fake registration:
+        ``fake_needs_context=True``.
         """
         qualified = schema.split("(", 1)[0].strip()
         name, _, overload = qualified.partition(".")
-        self.library.define(schema)
-        self.library.impl(qualified, kernel, DEVICE_KEY)
+        self.define_schema(schema)
+        for key in kernel_keys:
+            self.library.impl(qualified, kernel, key)
         target = f"{NAMESPACE}::{qualified}"
         if fake_needs_context:
             torch.library.register_fake(target, fake, lib=self.library)
@@ -63,7 +95,6 @@ class OpFamily:
             self._register_autograd(qualified, target, backward, setup_context)
         if decompose:
             self.decompositions[f"{name}.{overload or 'default'}"] = kernel
-
 
     def _register_autograd(self, qualified: str, target: str, backward: Callable, setup_context) -> None:
         """The Autograd kernel ``torch.library.register_autograd`` would register, built on the

@@ -139,7 +139,7 @@ def _fused_attention_score(*args, **kwargs):
 
 # The public operator is the first output of _fwd, differentiable through _fwd's autograd:
 # a composite, as on Ascend, traced into _fwd by torch.compile and torch.export.
-_family.library.define(
+_family.define_schema(
     "npu_fused_attention_score(Tensor query_layer, Tensor key_layer, Tensor value_layer, Tensor attention_mask, "
     f"Scalar scale, float keep_prob, {_FLAGS}) -> Tensor"
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 import torch_npu._C as _C
+from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_format_cast", "get_npu_format"]
 
@@ -29,10 +30,6 @@ ACL_FORMATS = {
     32: "NDC1HWC0",
     33: "FRACTAL_Z_3D",
 }
-
-_lib = torch.library.Library("npu", "FRAGMENT")
-_lib.define("npu_format_cast(Tensor self, int acl_format) -> Tensor")
-_lib.define("get_npu_format(Tensor self) -> int")
 
 
 def _check_format(acl_format: int) -> None:
@@ -65,13 +62,17 @@ def _get_npu_format_npu(self: torch.Tensor) -> int:
     return _C._get_npu_format(self)
 
 
-_lib.impl("npu_format_cast", _format_cast_npu, "PrivateUse1")
-_lib.impl("get_npu_format", _get_npu_format_npu, "PrivateUse1")
-torch.library.register_fake("npu::npu_format_cast", _format_cast_fake, lib=_lib)
-torch.library.register_fake("npu::get_npu_format", _get_npu_format_fake, lib=_lib)
-torch.library.register_autograd(
-    "npu::npu_format_cast", lambda ctx, grad: (grad, None), lib=_lib
-)
+def _format_cast_backward(ctx, grad):
+    return grad, None
+
+
+# The fake kernels read and write the format in the fake tensors' own backend metadata, which a
+# Meta kernel (run on meta copies) would not see: they are real fake registrations.
+_family = OpFamily()
+_family.define("npu_format_cast(Tensor self, int acl_format) -> Tensor", kernel=_format_cast_npu,
+               fake=_format_cast_fake, backward=_format_cast_backward, fake_needs_context=True)
+_family.define("get_npu_format(Tensor self) -> int", kernel=_get_npu_format_npu, fake=_get_npu_format_fake,
+               fake_needs_context=True)
 
 
 def npu_format_cast(self: torch.Tensor, acl_format: int, customize_dtype=None) -> torch.Tensor:

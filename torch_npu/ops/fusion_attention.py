@@ -18,12 +18,11 @@ from __future__ import annotations
 import torch
 
 from torch_npu.ops import attention_layout as L
+from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_fusion_attention", "npu_fusion_attention_grad"]
 
-_LIB = torch.library.Library("npu", "FRAGMENT")
-
-_LIB.define(
+_FORWARD_SCHEMA = (
     "npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_num, str input_layout, "
     "Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, float scale=1., "
     "float keep_prob=1., int pre_tockens=2147483647, int next_tockens=2147483647, int inner_precise=0, "
@@ -32,7 +31,7 @@ _LIB.define(
     "Tensor? dropout_mask=None, int seed=0, int offset=0) "
     "-> (Tensor, Tensor, Tensor, Tensor, SymInt, SymInt, SymInt)"
 )
-_LIB.define(
+_GRAD_SCHEMA = (
     "npu_fusion_attention_grad(Tensor query, Tensor key, Tensor value, Tensor dy, int head_num, "
     "str input_layout, *, Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, "
     "Tensor? softmax_max=None, Tensor? softmax_sum=None, Tensor? softmax_in=None, Tensor? attention_in=None, "
@@ -146,7 +145,6 @@ def _empty_like_layout(call, sizes, layout, dtype, device):
     return L.from_canonical(torch.empty(phys, dtype=dtype, device=device).permute(inv), layout)
 
 
-@torch.library.register_fake("npu::npu_fusion_attention", lib=_LIB)
 def _fusion_attention_fake(query, key, value, head_num, input_layout, pse=None, padding_mask=None,
                            atten_mask=None, scale=1.0, keep_prob=1.0, pre_tockens=2147483647,
                            next_tockens=2147483647, inner_precise=0, prefix=None, actual_seq_qlen=None,
@@ -221,16 +219,6 @@ def _fusion_attention_grad_fake(query, key, value, dy, head_num, input_layout, *
     return dq, dk, dv, dpse, dsink
 
 
-for _key in ("CPU", "PrivateUse1"):
-    _LIB.impl("npu_fusion_attention", _fusion_attention, _key)
-    _LIB.impl("npu_fusion_attention_grad", _fusion_attention_grad, _key)
-# The grad op's shape function needs no fake context, so it is a Meta kernel (FakeTensorMode
-# runs it): torch.library.register_fake inspects its caller's source and module at
-# registration, a cost paid at `import torch_npu`. The forward keeps register_fake, which it
-# needs for the run-time dropout seed (an unbacked SymInt from the fake context).
-_LIB.impl("npu_fusion_attention_grad", _fusion_attention_grad_fake, "Meta")
-
-
 _SAVED_ARGS = ("head_num", "input_layout", "scale", "keep_prob", "pre_tockens", "next_tockens", "inner_precise",
                "prefix", "actual_seq_qlen", "actual_seq_kvlen", "sparse_mode", "softmax_layout")
 _ARG_INDEX = {name: i for i, name in enumerate(
@@ -270,7 +258,14 @@ def _backward(ctx, dout, *unused_grads):
     return tuple(grads)
 
 
-torch.library.register_autograd("npu::npu_fusion_attention", _backward, setup_context=_setup_context, lib=_LIB)
+_family = OpFamily()
+# The kernels also serve cpu tensors (they are the runtime's host kernels). The forward's fake
+# kernel needs the fake context for the run-time dropout seed (an unbacked SymInt); the grad
+# op's shape function does not, so it is a Meta kernel (FakeTensorMode runs it).
+_family.define(_FORWARD_SCHEMA, kernel=_fusion_attention, fake=_fusion_attention_fake, backward=_backward,
+               setup_context=_setup_context, fake_needs_context=True, kernel_keys=("CPU", "PrivateUse1"))
+_family.define(_GRAD_SCHEMA, kernel=_fusion_attention_grad, fake=_fusion_attention_grad_fake,
+               kernel_keys=("CPU", "PrivateUse1"))
 
 npu_fusion_attention = torch.ops.npu.npu_fusion_attention
 npu_fusion_attention_grad = torch.ops.npu.npu_fusion_attention_grad

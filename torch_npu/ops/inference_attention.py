@@ -15,12 +15,11 @@ from __future__ import annotations
 import torch
 
 from torch_npu.ops import attention_layout as L
+from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_prompt_flash_attention", "npu_incre_flash_attention", "npu_fused_infer_attention_score"]
 
-_LIB = torch.library.Library("npu", "FRAGMENT")
-
-_LIB.define(
+_PFA_SCHEMA = (
     "npu_prompt_flash_attention(Tensor query, Tensor key, Tensor value, *, Tensor? padding_mask=None, "
     "Tensor? atten_mask=None, Tensor? pse_shift=None, int[]? actual_seq_lengths=None, Tensor? deq_scale1=None, "
     "Tensor? quant_scale1=None, Tensor? deq_scale2=None, Tensor? quant_scale2=None, Tensor? quant_offset2=None, "
@@ -28,7 +27,7 @@ _LIB.define(
     "str input_layout=\"BSH\", int num_key_value_heads=0, int[]? actual_seq_lengths_kv=None, "
     "int sparse_mode=0) -> Tensor"
 )
-_LIB.define(
+_IFA_SCHEMA = (
     "npu_incre_flash_attention(Tensor query, Tensor key, Tensor value, *, Tensor? padding_mask=None, "
     "Tensor? atten_mask=None, Tensor? pse_shift=None, SymInt[]? actual_seq_lengths=None, "
     "Tensor? antiquant_scale=None, Tensor? antiquant_offset=None, Tensor? block_table=None, "
@@ -37,7 +36,7 @@ _LIB.define(
     "float scale_value=1.0, str input_layout=\"BSH\", int num_key_value_heads=0, int block_size=0, "
     "int inner_precise=1) -> Tensor"
 )
-_LIB.define(
+_FIA_SCHEMA = (
     "npu_fused_infer_attention_score(Tensor query, Tensor key, Tensor value, *, Tensor? pse_shift=None, "
     "Tensor? atten_mask=None, SymInt[]? actual_seq_lengths=None, SymInt[]? actual_seq_lengths_kv=None, "
     "Tensor? dequant_scale1=None, Tensor? quant_scale1=None, Tensor? dequant_scale2=None, "
@@ -449,18 +448,14 @@ def _fused_infer_attention_score_fake(query, key, value, **kwargs):
     return call.empty_out(query), query.new_empty(shape, dtype=torch.float32)
 
 
-for _key in ("CPU", "PrivateUse1"):
-    _LIB.impl("npu_prompt_flash_attention", _prompt_flash_attention, _key)
-    _LIB.impl("npu_incre_flash_attention", _incre_flash_attention, _key)
-    _LIB.impl("npu_fused_infer_attention_score", _fused_infer_attention_score, _key)
-
-# The shape functions are Meta kernels: FakeTensorMode (torch.compile, torch.export, opcheck)
-# runs them, and so do meta tensors. torch.library.register_fake would serve too, but it looks
-# up its caller's source and module (inspect over every loaded module), which made these
-# registrations a visible part of `import torch_npu`; none of these needs the fake context.
-_LIB.impl("npu_prompt_flash_attention", _prompt_flash_attention_fake, "Meta")
-_LIB.impl("npu_incre_flash_attention", _incre_flash_attention_fake, "Meta")
-_LIB.impl("npu_fused_infer_attention_score", _fused_infer_attention_score_fake, "Meta")
+# The kernels also serve cpu tensors (they are the runtime's host kernels). The shape functions
+# are Meta kernels (FakeTensorMode runs them, and so do meta tensors): none needs the fake context.
+_family = OpFamily()
+_KEYS = ("CPU", "PrivateUse1")
+_family.define(_PFA_SCHEMA, kernel=_prompt_flash_attention, fake=_prompt_flash_attention_fake, kernel_keys=_KEYS)
+_family.define(_IFA_SCHEMA, kernel=_incre_flash_attention, fake=_incre_flash_attention_fake, kernel_keys=_KEYS)
+_family.define(_FIA_SCHEMA, kernel=_fused_infer_attention_score, fake=_fused_infer_attention_score_fake,
+               kernel_keys=_KEYS)
 
 npu_prompt_flash_attention = torch.ops.npu.npu_prompt_flash_attention
 npu_incre_flash_attention = torch.ops.npu.npu_incre_flash_attention

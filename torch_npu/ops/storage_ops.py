@@ -82,14 +82,14 @@ def _empty_with_swapped_memory(size, *, dtype=None, device=None):
     return _empty("empty_with_swapped_memory", size, dtype, None, device, None, _ND)
 
 
-_lib.define("empty_with_format(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
-            "bool? pin_memory=None, int acl_format=2, int? base_addr_aligned_kb=None) -> Tensor")
+_family.define_schema("empty_with_format(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+                      "bool? pin_memory=None, int acl_format=2, int? base_addr_aligned_kb=None) -> Tensor")
 # Dimname is not a schema type outside ATen; names arrive as str here, as Dimnames do in Python.
-_lib.define("empty_with_format.names(SymInt[] size, str[]? names, *, ScalarType? dtype=None, Layout? layout=None, "
-            "Device? device=None, bool? pin_memory=None, int acl_format=2) -> Tensor")
-_lib.define("unsafe_empty_with_format(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, "
-            "Device? device=None, bool? pin_memory=None, int acl_format=2, bool keep_format=False) -> Tensor")
-_lib.define("empty_with_swapped_memory(SymInt[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor")
+_family.define_schema("empty_with_format.names(SymInt[] size, str[]? names, *, ScalarType? dtype=None, Layout? layout=None, "
+                      "Device? device=None, bool? pin_memory=None, int acl_format=2) -> Tensor")
+_family.define_schema("unsafe_empty_with_format(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, "
+                      "Device? device=None, bool? pin_memory=None, int acl_format=2, bool keep_format=False) -> Tensor")
+_family.define_schema("empty_with_swapped_memory(SymInt[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor")
 _lib.impl("empty_with_format", _empty_with_format, "CompositeExplicitAutograd")
 _lib.impl("empty_with_format.names", _empty_with_format_names, "CompositeExplicitAutograd")
 _lib.impl("unsafe_empty_with_format", _unsafe_empty_with_format, "CompositeExplicitAutograd")
