@@ -35,7 +35,8 @@ class BuildExtensionKeepingObjects(BuildExtension.with_options(use_ninja=True)):
         super().finalize_options()
         self.build_temp = OBJECT_DIR
 
-sources = sorted(glob.glob(os.path.join("torch_npu", "csrc", "*.cpp")))
+# The runtime's sources, one folder per concern (runtime/, aten/, graphs/, ...).
+sources = sorted(glob.glob(os.path.join("torch_npu", "csrc", "**", "*.cpp"), recursive=True))
 
 # The C++ standard torch's own headers need: torch 2.14's headers use C++20 and fail to
 # compile as C++17; 2.13's build as C++17.
@@ -82,7 +83,10 @@ setup(
             # The npu's Kineto activity profiler (torch.profiler device rows) builds
             # against the Kineto headers that ship with torch.
             define_macros=[("USE_KINETO", None)],
-            include_dirs=[os.path.join(os.path.dirname(torch.__file__), "include", "kineto")],
+            # The repository root: the runtime includes its own headers as
+            # "torch_npu/csrc/<concern>/<name>.h", the path C++ extensions built against
+            # torch_npu use too (torch_npu.utils.cpp_extension).
+            include_dirs=[here, os.path.join(os.path.dirname(torch.__file__), "include", "kineto")],
         )
     ],
     cmdclass={"build_ext": BuildExtensionKeepingObjects},

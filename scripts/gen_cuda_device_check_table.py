@@ -1,4 +1,4 @@
-"""Writes torch_npu/csrc/cuda_device_check_exempt.inc from the installed torch.
+"""Writes torch_npu/csrc/cuda_as_npu/cuda_device_check_exempt.inc from the installed torch.
 
 CUDA kernels are wrapped by a generated check that every tensor argument is on one device,
 unless the operator is declared ``device_check: NoCheck`` in ATen's native_functions.yaml
@@ -16,7 +16,7 @@ import sys
 
 import torchgen
 
-TABLE = pathlib.Path(__file__).resolve().parent.parent / "torch_npu" / "csrc" / "cuda_device_check_exempt.inc"
+TABLE = pathlib.Path(__file__).resolve().parent.parent / "torch_npu" / "csrc" / "cuda_as_npu" / "cuda_device_check_exempt.inc"
 YAML = pathlib.Path(torchgen.__file__).parent / "packaged" / "ATen" / "native" / "native_functions.yaml"
 
 

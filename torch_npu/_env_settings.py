@@ -4,7 +4,7 @@ Every variable the Python side reads goes through these helpers, so that a bad v
 (negative, too large, not a number, infinite) is refused with a ``ValueError`` naming
 the variable, the value and what it accepts, instead of surfacing later as an
 ``OverflowError`` or being silently replaced. An empty value means "unset" for every
-variable. The C++ runtime follows the same rules (``torch_npu/csrc/env_settings.h``).
+variable. The C++ runtime follows the same rules (``torch_npu/csrc/runtime/env_settings.h``).
 """
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def read_integer(name: str, default: int, minimum: int, maximum: int, accepted: 
 def read_distinct_ids(name: str, count: int, accepted: str) -> list[int] | None:
     """A comma-separated list of distinct integers in [0, count), in the order given
     (spaces around items allowed), or None when unset; the rule the C++ runtime applies
-    to ``ASCEND_RT_VISIBLE_DEVICES`` (``torch_npu/csrc/device.cpp``)."""
+    to ``ASCEND_RT_VISIBLE_DEVICES`` (``torch_npu/csrc/runtime/device.cpp``)."""
     raw = read(name)
     if raw is None:
         return None

@@ -3,7 +3,7 @@
 Scripts written for Ascend set these (``TASK_QUEUE_ENABLE=2``, ``ASCEND_LAUNCH_BLOCKING=1``,
 ``INF_NAN_MODE_ENABLE``...). Each is read here, through ``_env_settings``'s one rule and
 error format, by the code it affects; ``PYTORCH_NO_NPU_MEMORY_CACHING`` is read by the C++
-allocator (``csrc/allocator.cpp``). docs/runtime.md has the table of values and effects.
+allocator (``csrc/runtime/allocator.cpp``). docs/runtime.md has the table of values and effects.
 Values are read when asked for (nothing is cached); ``import torch_npu`` checks them all
 once (``validate_all``), so a bad value stops the program at its start with a ``ValueError``
 naming the variable and what it accepts, not in the middle of a run.

@@ -5,7 +5,7 @@ torch.multiprocessing pickles tensors with the reducers it puts in multiprocessi
 ``_share_fd_cpu_``, which refuses npu storages, and ``torch/multiprocessing/reductions.py``
 has no hook for another device. So ``register()`` (run by ``import torch_npu``) puts a
 reducer in that same table for torch's tensor classes: an npu tensor is sent as the pages
-of its device's memory file that hold its storage (``csrc/device_memory_file.h``), any other
+of its device's memory file that hold its storage (``csrc/runtime/device_memory_file.h``), any other
 tensor goes to torch's reducer unchanged. The receiver maps those pages: both processes
 see the same memory and each other's writes, as with CUDA. No torch attribute is replaced;
 the table is multiprocessing's documented registry. Delete this module when PyTorch's

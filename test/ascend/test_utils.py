@@ -206,7 +206,7 @@ def test_npu_extension_is_a_cpp_extension_seeing_torch_npu_headers():
     ext = NpuExtension("my_ops", ["my_ops.cpp"], extra_compile_args=["-O2"], include_dirs=["/opt/mine"])
     assert ext.name == "my_ops" and ext.sources == ["my_ops.cpp"] and ext.language == "c++"
     assert ext.include_dirs[0] == "/opt/mine"
-    assert any(os.path.isfile(os.path.join(d, "torch_npu", "csrc", "process_group_hccl.h")) for d in ext.include_dirs)
+    assert any(os.path.isfile(os.path.join(d, "torch_npu", "csrc", "distributed", "process_group_hccl.h")) for d in ext.include_dirs)
     assert set(torch_includes()) <= set(ext.include_dirs)
     assert "torch" in ext.libraries and "-O2" in ext.extra_compile_args
     with pytest.raises(TypeError):

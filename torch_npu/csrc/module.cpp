@@ -1,10 +1,10 @@
 // Python bindings of the simulated NPU runtime (torch_npu._C). Importing the module
 // registers the backend (hooks, allocator redirect); the device itself initialises on
 // first use.
-#include "fallback.h"
-#include "device_memory_file.h"
-#include "npu_graph.h"
-#include "npu_observe.h"
+#include "torch_npu/csrc/aten/fallback.h"
+#include "torch_npu/csrc/runtime/device_memory_file.h"
+#include "torch_npu/csrc/graphs/npu_graph.h"
+#include "torch_npu/csrc/observe/npu_observe.h"
 
 #include <ATen/record_function.h>
 #include <torch/csrc/Generator.h>

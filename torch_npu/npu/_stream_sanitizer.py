@@ -1,6 +1,6 @@
 """The npu stream sanitizer's Python side: error classes, reports, enable/disable.
 
-The checking itself runs in the runtime (``torch_npu/csrc/sanitizer.cpp``); it calls
+The checking itself runs in the runtime (``torch_npu/csrc/observe/sanitizer.cpp``); it calls
 ``_report`` with what it found, which raises :class:`NPUSanitizerErrors`. The public
 names are re-exported by ``torch.npu._sanitizer`` (see there for the user-facing story).
 """

@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 
 import torch
 
-# A band bound meaning "unbounded" (torch_npu/csrc/fused_attention.h, kUnboundedBand).
+# A band bound meaning "unbounded" (torch_npu/csrc/aten/fused_attention.h, kUnboundedBand).
 UNBOUNDED = 1 << 62
 # Ascend's default pre/next token count: no band restriction.
 ASCEND_TOKENS_MAX = 2147483647

@@ -3,7 +3,7 @@ memory, so that the caching allocator may reuse it as soon as the tensor is free
 
 On Ascend a recorded stream delays reuse until the stream's work is seen finished. On the
 simulated npu every stream's work has finished by the time the host frees a tensor, so the
-allocator never delays reuse for a recorded stream (``csrc/allocator.cpp``): there is no
+allocator never delays reuse for a recorded stream (``csrc/runtime/allocator.cpp``): there is no
 delay to remove, and erasing is the validation of the call alone. The result Ascend's example
 shows, the freed block handed out again at once, holds here with or without the call.
 """

@@ -4,7 +4,7 @@
 process sees only those ``ASCEND_RT_VISIBLE_DEVICES`` selects, renumbered from 0 in the
 order listed. Both rules live here so the tool and the runtime agree; the variables are
 read through ``torch_npu._env_settings`` with the C++ runtime's rules
-(``torch_npu/csrc/device.cpp``).
+(``torch_npu/csrc/runtime/device.cpp``).
 """
 from __future__ import annotations
 

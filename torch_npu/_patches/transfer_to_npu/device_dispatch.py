@@ -3,7 +3,7 @@
 A CPU build of PyTorch parses ``"cuda"``, ``"cuda:N"`` and ``torch.device("cuda")`` into a
 CUDA device and routes a factory with that device to the CUDA dispatch key, under a CUDA
 device guard, after asking ``torch.cuda`` to initialise. ``_C._cuda_as_npu_enable()`` fills
-the three registration points for that (``torch_npu/csrc/cuda_as_npu.cpp``): a boxed
+the three registration points for that (``torch_npu/csrc/cuda_as_npu/cuda_as_npu.cpp``): a boxed
 dispatcher fallback for the CUDA key that rewrites the call's cuda devices to npu and calls
 the operator again, a CUDA device-guard implementation that forwards to npu's, and CUDA
 marked as initialised for the bindings' lazy initialisation. So ``torch.zeros(...,

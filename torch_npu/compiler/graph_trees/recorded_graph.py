@@ -51,7 +51,7 @@ FREED = (
     "Stack trace of where it was produced: {stack}"
 )
 
-# Output plan entries besides a storage index (shared with csrc/graph_replay.cpp).
+# Output plan entries besides a storage index (shared with csrc/graphs/graph_replay.cpp).
 _NOT_TENSOR = -1
 _BORROWED = -2
 

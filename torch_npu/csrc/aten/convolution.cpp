@@ -1,0 +1,172 @@
+// Convolution on npu. ATen routes convolutions of devices other than CPU/CUDA to the
+// "overrideable" ops, so they are implemented here by running the CPU convolution on
+// the same memory (recorded instead when a graph is capturing).
+//
+// The outputs' memory format is the one FakeTensor predicts for npu, not the one the CPU
+// kernel happens to pick: compiled graphs are planned (and their strides asserted) from
+// the fake rule. That rule (torch/_subclasses/fake_impls.py, `conv`) asks ATen which
+// backend serves the device (npu: Overrideable) and which memory format that backend
+// produces; the CPU kernel answers for Mkldnn instead, e.g. channels-last outputs for a
+// channels-last input where the npu rule says contiguous.
+#include "torch_npu/csrc/observe/npu_observe.h"
+#include "torch_npu/csrc/runtime/npu_runtime.h"
+
+#include <ATen/native/ConvUtils.h>
+#include <torch/library.h>
+
+namespace torch_npu {
+namespace {
+
+using TensorFn = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
+
+at::Tensor meta_of(const at::Tensor& t) {
+  if (!t.defined()) return t;
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
+}
+
+// What the profiler and the stream sanitizer see of a call: `name` reading `inputs`.
+std::vector<observe::TensorAccess> input_accesses(const std::vector<at::Tensor>& inputs,
+                                                  const std::vector<std::string>& names) {
+  std::vector<observe::TensorAccess> accesses;
+  for (size_t i = 0; i < inputs.size(); ++i) observe::add_access(accesses, inputs[i], false, false, names[i]);
+  return accesses;
+}
+
+// Runs `fn` over CPU aliases of `inputs` and returns npu outputs; during capture, output
+// shapes come from running `fn` on meta tensors and the real call is recorded. The call
+// is npu work named `name` (the profiler's kernel, the sanitizer's reads and writes).
+std::vector<at::Tensor> run_on_device(const char* name, const std::vector<at::Tensor>& inputs,
+                                      const std::vector<std::string>& input_names, const TensorFn& fn) {
+  c10::DeviceIndex device = -1;
+  for (const auto& t : inputs) {
+    if (!t.defined()) continue;
+    TORCH_CHECK(t.device().type() == kNpu, "expected npu tensors, got one on ", t.device());
+    if (device < 0) device = t.device().index();
+    TORCH_CHECK(t.device().index() == device, "Expected all tensors to be on the same device, but found npu:",
+                static_cast<int>(device), " and ", t.device());
+  }
+  if (device < 0) device = current_device();
+  std::vector<at::Tensor> aliases;
+  aliases.reserve(inputs.size());
+  for (const auto& t : inputs) aliases.push_back(t.defined() ? cpu_alias(t) : t);
+
+  if (!is_recording()) {
+    observe::KernelLaunch launch(observe::WorkKind::Kernel, name);
+    if (launch.active()) {
+      if (observe::watching(observe::kSanitizer)) launch.accesses() = input_accesses(inputs, input_names);
+      launch.start(current_stream(device));
+    }
+    std::vector<at::Tensor> results;
+    {
+      CpuAllocationRedirect redirect(device);
+      results = fn(aliases);
+    }
+    std::vector<at::Tensor> outs;
+    for (const auto& r : results) outs.push_back(r.defined() ? adopt_cpu_result(r, device) : r);
+    for (const auto& o : outs) launch.add_output(o);
+    return outs;
+  }
+  std::vector<at::Tensor> metas;
+  for (const auto& t : inputs) metas.push_back(meta_of(t));
+  std::vector<at::Tensor> shapes = fn(metas);
+  std::vector<at::Tensor> outs, out_aliases;
+  for (const auto& m : shapes) {
+    if (!m.defined()) {
+      outs.emplace_back();
+      out_aliases.emplace_back();
+      continue;
+    }
+    at::Tensor o = at::empty_strided(m.sizes(), m.strides(), m.options().device(kNpu, device));
+    outs.push_back(o);
+    out_aliases.push_back(cpu_alias(o));
+  }
+  // Absent tensors (no bias, a gradient the mask leaves out) have nothing to keep alive.
+  std::vector<at::Tensor> keep;
+  for (const auto& t : inputs) if (t.defined()) keep.push_back(t);
+  for (const auto& t : outs) if (t.defined()) keep.push_back(t);
+  std::vector<observe::TensorAccess> accesses = input_accesses(inputs, input_names);
+  for (const auto& o : outs) observe::add_access(accesses, o, true, false, "");
+  record_host_call(observe::replayed_node(name, device, std::move(accesses), [fn, aliases, out_aliases]() {
+    std::vector<at::Tensor> results = fn(aliases);
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (out_aliases[i].defined()) {
+        at::Tensor dst = out_aliases[i];
+        dst.copy_(results[i]);
+      }
+    }
+  }), std::move(keep));
+  return outs;
+}
+
+// The memory format the fake rule gives the convolution's outputs, asked of ATen's backend
+// rule for these npu tensors exactly as that rule asks it.
+at::MemoryFormat fake_rule_memory_format(const at::Tensor& input, const at::Tensor& weight,
+                                         const std::optional<at::Tensor>& bias, at::OptionalSymIntArrayRef bias_sizes,
+                                         c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
+                                         c10::SymIntArrayRef dilation, bool transposed,
+                                         c10::SymIntArrayRef output_padding, const c10::SymInt& groups) {
+  at::native::ConvBackend backend = at::native::select_conv_backend(
+      input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, bias_sizes);
+  at::Tensor in = meta_of(input);
+  at::Tensor w = meta_of(weight);
+  if (weight.dim() == 3) {
+    // The rule expands 1-d convolutions to 2-d before asking.
+    in = in.contiguous().unsqueeze(2);
+    w = w.unsqueeze(2);
+  }
+  return at::native::_determine_backend_memory_format(in, w, backend);
+}
+
+// `t` in memory format `fmt`, as the fake rule converts its outputs.
+at::Tensor in_memory_format(const at::Tensor& t, at::MemoryFormat fmt) {
+  if (!t.defined() || t.is_contiguous(fmt)) return t;
+  if (t.dim() == 3 && fmt == at::MemoryFormat::ChannelsLast) {
+    return t.unsqueeze(2).contiguous(fmt).squeeze(2);
+  }
+  return t.contiguous(fmt);
+}
+
+at::Tensor npu_convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                           c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                           bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
+  std::vector<int64_t> s(C10_AS_INTARRAYREF_SLOW(stride).vec()), p(C10_AS_INTARRAYREF_SLOW(padding).vec()),
+      d(C10_AS_INTARRAYREF_SLOW(dilation).vec()), op(C10_AS_INTARRAYREF_SLOW(output_padding).vec());
+  int64_t g = groups.expect_int();
+  at::Tensor b = bias.has_value() ? *bias : at::Tensor();
+  at::MemoryFormat fmt = fake_rule_memory_format(input, weight, bias, std::nullopt, stride, padding, dilation,
+                                                 transposed, output_padding, groups);
+  return run_on_device("aten::convolution_overrideable", {input, weight, b}, {"input", "weight", "bias"}, [=](const std::vector<at::Tensor>& t) {
+    std::optional<at::Tensor> bb = t[2].defined() ? std::optional<at::Tensor>(t[2]) : std::nullopt;
+    return std::vector<at::Tensor>{in_memory_format(at::convolution(t[0], t[1], bb, s, p, d, transposed, op, g), fmt)};
+  })[0];
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::SymIntArrayRef stride,
+    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
+    c10::SymInt groups, std::array<bool, 3> output_mask) {
+  std::vector<int64_t> s(C10_AS_INTARRAYREF_SLOW(stride).vec()), p(C10_AS_INTARRAYREF_SLOW(padding).vec()),
+      d(C10_AS_INTARRAYREF_SLOW(dilation).vec()), op(C10_AS_INTARRAYREF_SLOW(output_padding).vec());
+  int64_t g = groups.expect_int();
+  std::vector<int64_t> bias_sizes{weight.size(transposed ? 1 : 0) * (transposed ? g : 1)};
+  std::vector<c10::SymInt> sym_bias_sizes(bias_sizes.begin(), bias_sizes.end());
+  at::MemoryFormat fmt = fake_rule_memory_format(input, weight, std::nullopt, sym_bias_sizes, stride, padding,
+                                                 dilation, transposed, output_padding, groups);
+  auto outs = run_on_device("aten::convolution_backward_overrideable", {grad_output, input, weight},
+                            {"grad_output", "input", "weight"}, [=](const std::vector<at::Tensor>& t) {
+    auto r = at::convolution_backward(t[0], t[1], t[2], bias_sizes, s, p, d, transposed, op, g, output_mask);
+    // The rule converts the input and weight gradients; the bias gradient keeps its layout.
+    return std::vector<at::Tensor>{in_memory_format(std::get<0>(r), fmt), in_memory_format(std::get<1>(r), fmt),
+                                   std::get<2>(r)};
+  });
+  return {outs[0], outs[1], outs[2]};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable", TORCH_FN(npu_convolution));
+  m.impl("convolution_backward_overrideable", TORCH_FN(npu_convolution_backward));
+}
+
+}  // namespace torch_npu
