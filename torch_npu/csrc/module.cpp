@@ -5,7 +5,16 @@
 #include "torch_npu/csrc/runtime/device_memory_file.h"
 #include "torch_npu/csrc/graphs/npu_graph.h"
 #include "torch_npu/csrc/observe/npu_observe.h"
+#include "torch_npu/csrc/runtime/device.h"
+#include "torch_npu/csrc/runtime/device_model.h"
+#include "torch_npu/csrc/runtime/allocator.h"
+#include "torch_npu/csrc/runtime/host_allocator.h"
+#include "torch_npu/csrc/runtime/stream.h"
+#include "torch_npu/csrc/runtime/generator.h"
+#include "torch_npu/csrc/observe/sync_debug.h"
+#include "torch_npu/csrc/graphs/capture.h"
 
+#include <ATen/ATen.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>

@@ -7,7 +7,9 @@
 // the simulated device stores every format as plain strided memory, so a format is only
 // a recorded fact, serialised as the key "npu_format_<id>". ND (the default) is no entry.
 #include "torch_npu/csrc/aten/fallback.h"
+#include "torch_npu/csrc/runtime/device.h"
 
+#include <ATen/ATen.h>
 #include <torch/csrc/jit/serialization/pickler_helper.h>
 
 #include <map>

@@ -9,8 +9,13 @@
 // produces; the CPU kernel answers for Mkldnn instead, e.g. channels-last outputs for a
 // channels-last input where the npu rule says contiguous.
 #include "torch_npu/csrc/observe/npu_observe.h"
-#include "torch_npu/csrc/runtime/npu_runtime.h"
+#include "torch_npu/csrc/runtime/device.h"
+#include "torch_npu/csrc/runtime/allocator.h"
+#include "torch_npu/csrc/runtime/stream.h"
+#include "torch_npu/csrc/graphs/capture.h"
+#include "torch_npu/csrc/aten/cpu_aliases.h"
 
+#include <ATen/ATen.h>
 #include <ATen/native/ConvUtils.h>
 #include <torch/library.h>
 

@@ -7,8 +7,9 @@
 // tensor as one CPU tensor: otherwise `u[1:].add_(u[:-1])` looks like two unrelated
 // tensors and the CPU kernel's overlap checks let it through (order-dependent results
 // where cpu and CUDA raise).
-#include "torch_npu/csrc/runtime/npu_runtime.h"
+#include "torch_npu/csrc/aten/cpu_aliases.h"
 
+#include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>
 
 namespace torch_npu {

@@ -10,7 +10,10 @@
 // text CUDA uses. The npu fallback asks here only when it meets such a tensor, so the
 // common path pays nothing.
 #include "torch_npu/csrc/aten/fallback.h"
+#include "torch_npu/csrc/runtime/device.h"
 
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/op_registration/adaption.h>
 
 #include <string>

@@ -1,8 +1,8 @@
 // Dropout on npu. The CPU kernel of native_dropout draws from the CPU default generator
 // internally, which would make npu dropout ignore torch.npu.manual_seed; composing it
 // from npu ops routes the draw through the npu generator (and through graph capture).
-#include "torch_npu/csrc/runtime/npu_runtime.h"
 
+#include <ATen/ATen.h>
 #include <torch/library.h>
 
 namespace torch_npu {

@@ -3,16 +3,13 @@
 // tensors cross between npu and the CPU kernels, and the fallback entry itself.
 #pragma once
 
-#include "torch_npu/csrc/runtime/npu_runtime.h"
-
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/core/Device.h>
 #include <torch/library.h>
 
 namespace torch_npu {
-
-// True in a process forked from one that had initialised npu (device.cpp).
-bool in_bad_fork();
-// Raises CUDA's error for a forked child, naming the spawn start method, if in one.
-void check_not_in_bad_fork();
 
 // Runs `op` with its CPU kernel on the bytes of its npu arguments (kernels.cpp).
 void npu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack);

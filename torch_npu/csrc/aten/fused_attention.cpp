@@ -13,6 +13,8 @@
 // capture records them like any other operator).
 #include "torch_npu/csrc/aten/fused_attention.h"
 
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/addmm_cpu_dispatch.h>
@@ -26,7 +28,8 @@
 #include <limits>
 #include <mutex>
 
-#include "torch_npu/csrc/runtime/npu_runtime.h"
+#include "torch_npu/csrc/runtime/device.h"
+#include "torch_npu/csrc/runtime/generator.h"
 
 namespace torch_npu {
 namespace {

@@ -5,8 +5,8 @@
 // only for CUDA, so npu implements them. They are composed of npu operators with the
 // CUDA kernels' formulas and workspace layouts (LSTM: the activated gates [i, f, g, o];
 // GRU: [r, z, n, h, hn]), which keeps them recordable by graph capture.
-#include "torch_npu/csrc/runtime/npu_runtime.h"
 
+#include <ATen/ATen.h>
 #include <torch/library.h>
 
 namespace torch_npu {

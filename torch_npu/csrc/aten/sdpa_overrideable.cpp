@@ -13,6 +13,7 @@
 // (torch.nn.attention.sdpa_kernel(SDPBackend.OVERRIDEABLE)), as a CUDA user can ask for one
 // fused kernel; for that backend this file implements
 // _scaled_dot_product_fused_attention_overrideable and its backward.
+#include <ATen/ATen.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
@@ -22,7 +23,6 @@
 #include <cmath>
 
 #include "torch_npu/csrc/aten/fused_attention.h"
-#include "torch_npu/csrc/runtime/npu_runtime.h"
 
 namespace torch_npu {
 namespace {

@@ -8,8 +8,8 @@
 // Parameter: tied weights come apart. TensorImpl.h names this operator as the hook through
 // which a PrivateUse1 backend gives its own answer: npu tensors are plain dense tensors,
 // interchangeable with any other dense tensor exactly as cpu and cuda ones are.
-#include "torch_npu/csrc/runtime/npu_runtime.h"
 
+#include <ATen/ATen.h>
 #include <torch/library.h>
 
 namespace torch_npu {

@@ -8,6 +8,8 @@
 // tensors over the device memory the kernel wrote.
 #include "torch_npu/csrc/aten/fallback.h"
 
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/SparseTensorImpl.h>
 #include <torch/library.h>
 

@@ -6,7 +6,9 @@
 // kernel builds a cpu one, whose null memory cannot be handed over to the device (the
 // SIGSEGV of sgn's backward); like CUDA, npu builds its own, with the npu key.
 #include "torch_npu/csrc/aten/fallback.h"
+#include "torch_npu/csrc/runtime/device.h"
 
+#include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/TensorFactories.h>
 #include <torch/library.h>

@@ -1,10 +1,12 @@
 // ProcessGroupHCCL: c10d collectives on npu tensors over PyTorch's Gloo transport.
 #include "torch_npu/csrc/distributed/process_group_hccl.h"
 
-#include "torch_npu/csrc/runtime/npu_runtime.h"
+#include "torch_npu/csrc/runtime/device.h"
+#include "torch_npu/csrc/graphs/capture.h"
 #include "torch_npu/csrc/observe/npu_observe.h"
 #include "torch_npu/csrc/runtime/env_settings.h"
 
+#include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 

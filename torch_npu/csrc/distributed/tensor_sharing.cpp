@@ -5,8 +5,9 @@
 // then the sender keeps the storage, so its memory is neither reused nor given back.
 // The receiver maps those pages of the sender's file: the same bytes, in both processes.
 #include "torch_npu/csrc/runtime/device_memory_file.h"
-#include "torch_npu/csrc/runtime/npu_runtime.h"
+#include "torch_npu/csrc/runtime/device.h"
 
+#include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <torch/extension.h>
 

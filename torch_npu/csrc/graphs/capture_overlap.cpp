@@ -12,6 +12,8 @@
 // memory, with their geometry and aliasing, and its overlap refusal, if any, is the error.
 #include "torch_npu/csrc/graphs/npu_graph.h"
 
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 

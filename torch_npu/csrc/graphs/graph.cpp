@@ -12,7 +12,16 @@
 #include "torch_npu/csrc/aten/cuda_dtype_widening.h"
 #include "torch_npu/csrc/graphs/npu_graph.h"
 #include "torch_npu/csrc/observe/npu_observe.h"
+#include "torch_npu/csrc/runtime/device.h"
+#include "torch_npu/csrc/runtime/allocator.h"
+#include "torch_npu/csrc/runtime/stream.h"
+#include "torch_npu/csrc/runtime/generator.h"
+#include "torch_npu/csrc/observe/sync_debug.h"
+#include "torch_npu/csrc/graphs/capture.h"
+#include "torch_npu/csrc/aten/cpu_aliases.h"
 
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/record_function.h>

@@ -17,6 +17,7 @@
 // (views made of an output).
 #include "torch_npu/csrc/graphs/npu_graph.h"
 
+#include <ATen/ATen.h>
 #include <ATen/CachedTensorUtils.h>
 #include <c10/util/intrusive_ptr.h>
 #include <torch/csrc/autograd/python_variable.h>

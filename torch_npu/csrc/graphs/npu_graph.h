@@ -1,9 +1,19 @@
 // NPU graphs: the recorded work of one capture and its replay (torch.npu.NPUGraph).
 #pragma once
 
-#include "torch_npu/csrc/runtime/npu_runtime.h"
+#include "torch_npu/csrc/graphs/capture.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <Python.h>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace torch_npu {
 

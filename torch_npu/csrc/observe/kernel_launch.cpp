@@ -6,7 +6,10 @@
 // graph node from what it was captured with), and each observer takes what it needs:
 // the profiler the name, stream and times; the sanitizer the streams and accesses.
 #include "torch_npu/csrc/observe/npu_observe.h"
+#include "torch_npu/csrc/runtime/device.h"
+#include "torch_npu/csrc/runtime/stream.h"
 
+#include <ATen/ATen.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <sstream>

@@ -2,8 +2,10 @@
 // snapshot dictionary in torch.cuda.memory._snapshot()'s format (segments with their
 // blocks, one trace per device, Python stack frames), so torch.cuda._memory_viz and
 // pytorch.org/memory_viz read npu snapshots unchanged.
-#include "torch_npu/csrc/runtime/npu_runtime.h"
+#include "torch_npu/csrc/runtime/device.h"
+#include "torch_npu/csrc/runtime/allocator.h"
 
+#include <ATen/ATen.h>
 #include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/csrc/profiler/unwind/unwind.h>
 #include <torch/extension.h>

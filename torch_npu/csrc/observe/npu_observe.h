@@ -8,9 +8,15 @@
 // load, so the runtime pays nothing measurable for them.
 #pragma once
 
-#include "torch_npu/csrc/runtime/npu_runtime.h"
+#include <ATen/core/Tensor.h>
+#include <ATen/core/function_schema.h>
+#include <ATen/core/ivalue.h>
+#include <c10/core/Device.h>
+#include <c10/core/Stream.h>
 
 #include <atomic>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>

@@ -16,7 +16,9 @@
 // Kineto's activity metadata formats with fmt, which libtorch does not export.
 #define FMT_HEADER_ONLY
 #include "torch_npu/csrc/observe/npu_observe.h"
+#include "torch_npu/csrc/runtime/device.h"
 
+#include <ATen/ATen.h>
 #include <chrono>
 #include <deque>
 #include <mutex>

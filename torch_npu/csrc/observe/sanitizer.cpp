@@ -21,7 +21,10 @@
 // It runs in the runtime, so a kernel costs a Python stack capture (code objects and
 // offsets, symbolised only for a report) and a few hash lookups; off, it costs nothing.
 #include "torch_npu/csrc/observe/npu_observe.h"
+#include "torch_npu/csrc/runtime/device.h"
+#include "torch_npu/csrc/runtime/stream.h"
 
+#include <ATen/ATen.h>
 #include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/extension.h>
 

@@ -2,8 +2,9 @@
 // wait for the device (.item(), .cpu(), copies from pageable memory, synchronize), as
 // torch.cuda.set_sync_debug_mode does. The simulator runs every kernel synchronously, so
 // this reports where real hardware would stall, not where the simulator waits.
-#include "torch_npu/csrc/runtime/npu_runtime.h"
+#include "torch_npu/csrc/observe/sync_debug.h"
 
+#include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>

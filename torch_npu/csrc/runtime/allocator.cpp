@@ -21,11 +21,16 @@
 // PYTORCH_NO_NPU_MEMORY_CACHING=1 (as PYTORCH_NO_CUDA_MEMORY_CACHING) turns caching off:
 // a freed block whose segment (or expandable page) is wholly free goes back at once, so
 // memory_reserved() follows memory_allocated(); graph pools still keep their memory.
-#include "torch_npu/csrc/runtime/npu_runtime.h"
+#include "torch_npu/csrc/runtime/device.h"
+#include "torch_npu/csrc/runtime/device_model.h"
+#include "torch_npu/csrc/runtime/allocator.h"
+#include "torch_npu/csrc/runtime/stream.h"
+#include "torch_npu/csrc/graphs/capture.h"
 #include "torch_npu/csrc/observe/npu_observe.h"
 #include "torch_npu/csrc/runtime/env_settings.h"
 #include "torch_npu/csrc/runtime/device_memory_file.h"
 
+#include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 #include <c10/util/llvmMathExtras.h>

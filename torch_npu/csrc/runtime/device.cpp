@@ -4,9 +4,12 @@
 // Like CUDA, a process forked from one that initialised npu cannot use npu: a real
 // driver's state does not survive fork, and the simulator must not hide the bugs that
 // real hardware exposes. The child learns it on first use, with the fix (spawn).
-#include "torch_npu/csrc/aten/fallback.h"
 #include "torch_npu/csrc/runtime/env_settings.h"
+#include "torch_npu/csrc/runtime/device.h"
+#include "torch_npu/csrc/runtime/device_model.h"
+#include "torch_npu/csrc/runtime/allocator.h"
 
+#include <ATen/ATen.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 
 #include <pthread.h>

@@ -1,4 +1,4 @@
-// The memory files of torch_npu/csrc/device_memory_file.h: first fit over freed ranges,
+// The memory files of torch_npu/csrc/runtime/device_memory_file.h: first fit over freed ranges,
 // growing the (sparse) file when none fits.
 #include "torch_npu/csrc/runtime/device_memory_file.h"
 

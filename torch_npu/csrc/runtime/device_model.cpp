@@ -7,9 +7,11 @@
 // to cluster schedulers, cube/vector core counts and L2 size from the CANN platform
 // configuration of each SoC. Without the variable the devices stay the generic
 // simulated NPU.
-#include "torch_npu/csrc/runtime/npu_runtime.h"
+#include "torch_npu/csrc/runtime/device.h"
+#include "torch_npu/csrc/runtime/device_model.h"
 #include "torch_npu/csrc/runtime/env_settings.h"
 
+#include <ATen/ATen.h>
 #include <c10/core/DeviceCapability.h>
 #include <c10/util/Exception.h>
 

@@ -1,4 +1,4 @@
-// The rules of torch_npu/csrc/env_settings.h.
+// The rules of torch_npu/csrc/runtime/env_settings.h.
 #include "torch_npu/csrc/runtime/env_settings.h"
 
 #include <c10/util/Exception.h>

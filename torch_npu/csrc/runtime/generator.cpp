@@ -4,8 +4,10 @@
 // from that CPU generator, so seeding npu:0 reproduces npu:0's numbers, independent of
 // torch.manual_seed on the CPU alone. Keeping the state behind a pointer is what makes
 // graph-safe state swapping (graphsafe_get_state / graphsafe_set_state) possible.
-#include "torch_npu/csrc/runtime/npu_runtime.h"
+#include "torch_npu/csrc/runtime/device.h"
+#include "torch_npu/csrc/runtime/generator.h"
 
+#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
 #include <c10/core/GeneratorImpl.h>

@@ -3,9 +3,13 @@
 // Work runs synchronously on the host, so a stream is an ordering identity and an event
 // is a point in time: recording stamps it, waiting has nothing left to wait for. Syncing
 // the host with the device is illegal during graph capture, as on real hardware.
-#include "torch_npu/csrc/runtime/npu_runtime.h"
+#include "torch_npu/csrc/runtime/device.h"
+#include "torch_npu/csrc/runtime/device_model.h"
+#include "torch_npu/csrc/runtime/stream.h"
+#include "torch_npu/csrc/graphs/capture.h"
 #include "torch_npu/csrc/observe/npu_observe.h"
 
+#include <ATen/ATen.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <array>

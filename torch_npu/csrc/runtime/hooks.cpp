@@ -1,7 +1,11 @@
 // PrivateUse1 hooks: what PyTorch asks of the npu backend outside operator dispatch
 // (availability, generators, pinned memory, storage resizing, device of a pointer).
-#include "torch_npu/csrc/runtime/npu_runtime.h"
+#include "torch_npu/csrc/runtime/device.h"
+#include "torch_npu/csrc/runtime/allocator.h"
+#include "torch_npu/csrc/runtime/host_allocator.h"
+#include "torch_npu/csrc/runtime/generator.h"
 
+#include <ATen/ATen.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 
 namespace torch_npu {

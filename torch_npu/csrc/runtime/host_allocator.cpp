@@ -6,8 +6,11 @@
 // It is registered as the npu's at::HostAllocator, the object torch.accelerator's host
 // functions (empty_host_cache, host memory stats) ask for; without one they would call
 // through a null allocator.
-#include "torch_npu/csrc/runtime/npu_runtime.h"
+#include "torch_npu/csrc/runtime/device.h"
+#include "torch_npu/csrc/runtime/allocator.h"
+#include "torch_npu/csrc/runtime/host_allocator.h"
 
+#include <ATen/ATen.h>
 #include <ATen/core/CachingHostAllocator.h>
 
 #include <c10/util/Exception.h>
