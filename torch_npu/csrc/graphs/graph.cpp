@@ -5,72 +5,29 @@
 // a backward on the stream its forward ran on, so a captured training step records its
 // backward too), while work on every other stream runs as usual. Output shapes come from
 // the operators' meta kernels, output memory from the graph's private pool, and replay
-// later runs the recorded CPU kernels on exactly that memory. Anything that needs the host
-// to wait for the captured work aborts the capture; other host syncs follow the capture's
-// error mode. A check run (`check_begin`) applies the same rules without recording: the
-// work runs, and each operation a capture could not record is reported instead.
-#include "torch_npu/csrc/aten/cuda_dtype_widening.h"
+// later runs the recorded CPU kernels on exactly that memory (record_operator.cpp).
+// Anything that needs the host to wait for the captured work aborts the capture; other
+// host syncs follow the capture's error mode. A check run (`check_begin`) applies the
+// same rules without recording: the work runs, and each operation a capture could not
+// record is reported instead.
+#include "torch_npu/csrc/graphs/graph_capture.h"
 #include "torch_npu/csrc/graphs/npu_graph.h"
 #include "torch_npu/csrc/observe/npu_observe.h"
 #include "torch_npu/csrc/runtime/device.h"
 #include "torch_npu/csrc/runtime/allocator.h"
 #include "torch_npu/csrc/runtime/stream.h"
-#include "torch_npu/csrc/runtime/generator.h"
 #include "torch_npu/csrc/observe/sync_debug.h"
 #include "torch_npu/csrc/graphs/capture.h"
-#include "torch_npu/csrc/aten/cpu_aliases.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/ExpandUtils.h>
-#include <ATen/ops/empty_strided.h>
 #include <ATen/record_function.h>
 
 #include <algorithm>
-#include <unordered_map>
 #include <atomic>
 #include <thread>
 
 namespace torch_npu {
-
-class GraphCapture {
- public:
-  GraphCapture(uint64_t id, int64_t pool, c10::Stream stream, CaptureErrorMode mode, CaptureProblemSink sink)
-      : id(id), pool(pool), device(stream.device_index()), owner(std::this_thread::get_id()), mode(mode),
-        sink(std::move(sink)), streams{stream.id()} {}
-
-  bool checking() const { return static_cast<bool>(sink); }
-
-  // Records a node. Tensors whose memory lives outside the graph's pool are kept alive
-  // for as long as the graph (replay reads and writes them); memory of the pool is left
-  // to the pool, so a block freed during capture is reused by later recorded work, in
-  // the order replay follows, as on real hardware.
-  void add_node(GraphNode node, std::vector<at::Tensor> keep) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (aborted) return;
-    nodes.push_back(std::move(node));
-    for (auto& t : keep) {
-      // Absent optional tensors (a conv without bias, a gradient masked out) own nothing.
-      if (!t.defined()) continue;
-      const void* base = t.storage().data();
-      if (base != nullptr && pool_of_ptr(base) == pool) continue;
-      keep_alive.push_back(std::move(t));
-    }
-  }
-
-  const uint64_t id;
-  const int64_t pool;
-  const c10::DeviceIndex device;
-  const std::thread::id owner;
-  const CaptureErrorMode mode;
-  const CaptureProblemSink sink;
-  std::vector<c10::StreamId> streams;  // guarded by the registry lock
-  std::mutex mu;                       // guards what follows
-  std::vector<GraphNode> nodes;
-  std::vector<at::Tensor> keep_alive;
-  std::string abort_reason;
-  bool aborted = false;
-};
 
 namespace {
 
@@ -124,8 +81,8 @@ void drop_python_refs(std::vector<GraphNode>& nodes) {
   PyGILState_Release(gil);
 }
 
-// Ends `c` because of `message`: nothing it recorded survives, its stream runs work again,
-// and its graph's capture_end() reports the reason.
+}  // namespace
+
 [[noreturn]] void abort_capture(const std::shared_ptr<GraphCapture>& c, const std::string& message) {
   std::vector<GraphNode> dropped;
   std::vector<at::Tensor> released;
@@ -143,10 +100,12 @@ void drop_python_refs(std::vector<GraphNode>& nodes) {
   TORCH_CHECK(false, message);
 }
 
-void report(const std::shared_ptr<GraphCapture>& c, const std::string& kind, const std::string& op,
-            const std::string& detail) {
+void report_capture_problem(const std::shared_ptr<GraphCapture>& c, const std::string& kind, const std::string& op,
+                            const std::string& detail) {
   c->sink(CaptureProblem{kind, op, detail});
 }
+
+namespace {
 
 std::string host_sync_message(const std::string& what) {
   return what +
@@ -178,216 +137,6 @@ std::shared_ptr<GraphCapture> capture_forbidding_host_syncs() {
                     "'relaxed'"
                   : ", or capture with capture_error_mode='relaxed'",
               ". The capture itself goes on.");
-}
-
-std::optional<size_t> aliased_argument(const c10::FunctionSchema& schema, size_t ret) {
-  const auto* ret_alias = schema.returns()[ret].alias_info();
-  if (ret_alias == nullptr) return std::nullopt;
-  const auto& args = schema.arguments();
-  for (size_t j = 0; j < args.size(); ++j) {
-    const auto* a = args[j].alias_info();
-    if (a == nullptr) continue;
-    for (const auto& sym : ret_alias->beforeSets()) {
-      if (a->beforeSets().count(sym)) return j;
-    }
-  }
-  return std::nullopt;
-}
-
-// The out= overload of a functional operator whose leading arguments are the operator's
-// own and whose trailing arguments are one written tensor per return; replaying through
-// it writes straight into the graph's output memory instead of allocating and copying.
-std::optional<c10::OperatorHandle> out_overload(const c10::FunctionSchema& schema) {
-  if (schema.overload_name() == "out") return std::nullopt;
-  auto out = c10::Dispatcher::singleton().findSchema({schema.name(), "out"});
-  if (!out.has_value()) return std::nullopt;
-  const auto& out_schema = out->schema();
-  const auto& args = schema.arguments();
-  const auto& out_args = out_schema.arguments();
-  const size_t num_returns = schema.returns().size();
-  if (out_args.size() != args.size() + num_returns || out_schema.returns().size() != num_returns) {
-    return std::nullopt;
-  }
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (out_args[i].name() != args[i].name() || *out_args[i].type() != *args[i].type()) return std::nullopt;
-  }
-  for (size_t i = args.size(); i < out_args.size(); ++i) {
-    const auto* alias = out_args[i].alias_info();
-    if (alias == nullptr || !alias->isWrite() || out_args[i].type()->kind() != c10::TypeKind::TensorType) {
-      return std::nullopt;
-    }
-  }
-  return out;
-}
-
-at::Tensor meta_like(const at::Tensor& t) {
-  if (!t.defined() || t.device().is_meta()) return t;
-  int64_t storage_elems = static_cast<int64_t>(t.storage().nbytes() / std::max<size_t>(1, t.element_size()));
-  at::Tensor base = at::empty({storage_elems}, at::TensorOptions().dtype(t.scalar_type()).device(at::kMeta));
-  return base.as_strided(t.sizes(), t.strides(), t.storage_offset());
-}
-
-c10::IValue to_meta(const c10::IValue& iv) {
-  if (iv.isTensor()) return meta_like(iv.toTensor());
-  if (iv.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : iv.toTensorList()) out.push_back(meta_like(t));
-    return out;
-  }
-  if (iv.isOptionalTensorList()) {
-    c10::List<std::optional<at::Tensor>> out;
-    for (const std::optional<at::Tensor>& t : iv.toOptionalTensorList()) {
-      out.push_back(t.has_value() ? std::optional<at::Tensor>(meta_like(*t)) : std::nullopt);
-    }
-    return out;
-  }
-  if (iv.isDevice()) return c10::IValue(c10::Device(c10::kMeta));
-  return iv;
-}
-
-// Output geometry of the matrix products (and of their out= forms), whose meta kernels are PyTorch's Python
-// decompositions: running one imports torch._dynamo on first use (a `_disable_dynamo`
-// wrapper), and capturing eager work must not load the compiler stack. Only consistent
-// shapes are answered here; anything else goes to the meta kernel, which raises as eager
-// would.
-std::optional<torch::jit::Stack> native_meta(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args) {
-  // The functional ops reach the device as their out= overloads (structured kernels).
-  if (!schema.overload_name().empty() && schema.overload_name() != "out") return std::nullopt;
-  const std::string& name = schema.name();
-  auto tensor = [&](size_t i) -> const at::Tensor* {
-    return i < args.size() && args[i].isTensor() ? &args[i].toTensor() : nullptr;
-  };
-  auto result = [](std::vector<int64_t> sizes, const at::Tensor& like) {
-    torch::jit::Stack out;
-    out.emplace_back(at::empty(sizes, at::TensorOptions().dtype(like.scalar_type()).device(at::kMeta)));
-    return out;
-  };
-  size_t first = 0;  // index of the first matrix operand
-  if (name == "aten::addmm" || name == "aten::baddbmm" || name == "aten::addmv") first = 1;
-  else if (name != "aten::mm" && name != "aten::bmm" && name != "aten::mv") return std::nullopt;
-  const at::Tensor* a = tensor(first);
-  const at::Tensor* b = tensor(first + 1);
-  if (a == nullptr || b == nullptr || a->scalar_type() != b->scalar_type()) return std::nullopt;
-  if (first == 1) {
-    const at::Tensor* self = tensor(0);
-    if (self == nullptr || self->scalar_type() != a->scalar_type()) return std::nullopt;
-  }
-  if (name == "aten::mm" || name == "aten::addmm") {
-    if (a->dim() != 2 || b->dim() != 2 || a->size(1) != b->size(0)) return std::nullopt;
-    if (first == 1 && !at::is_expandable_to(tensor(0)->sizes(), {a->size(0), b->size(1)})) return std::nullopt;
-    return result({a->size(0), b->size(1)}, *a);
-  }
-  if (name == "aten::bmm" || name == "aten::baddbmm") {
-    if (a->dim() != 3 || b->dim() != 3 || a->size(0) != b->size(0) || a->size(2) != b->size(1)) return std::nullopt;
-    if (first == 1 && !at::is_expandable_to(tensor(0)->sizes(), {a->size(0), a->size(1), b->size(2)})) {
-      return std::nullopt;
-    }
-    return result({a->size(0), a->size(1), b->size(2)}, *a);
-  }
-  // mv, addmv
-  if (a->dim() != 2 || b->dim() != 1 || a->size(1) != b->size(0)) return std::nullopt;
-  if (first == 1 && !at::is_expandable_to(tensor(0)->sizes(), {a->size(0)})) return std::nullopt;
-  return result({a->size(0)}, *a);
-}
-
-// True when `op`'s meta kernel is written in Python (one of PyTorch's decompositions).
-bool meta_kernel_is_python(const c10::OperatorHandle& op) {
-  static std::mutex mu;
-  static std::unordered_map<std::string, bool> known;
-  const std::string key = c10::toString(op.operator_name());
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = known.find(key);
-  if (it != known.end()) return it->second;
-  bool python = false;
-  const std::string table = op.dumpComputedTable();
-  size_t at = table.find("\nMeta: ");
-  if (at == std::string::npos && table.rfind("Meta: ", 0) == 0) at = 0;
-  if (at != std::string::npos) {
-    size_t end = table.find('\n', at + 1);
-    python = table.substr(at, end == std::string::npos ? std::string::npos : end - at).find(".py:") != std::string::npos;
-  }
-  known.emplace(key, python);
-  return python;
-}
-
-bool compiler_stack_loaded() {
-  if (!Py_IsInitialized()) return false;
-  PyGILState_STATE gil = PyGILState_Ensure();
-  bool loaded = PyDict_GetItemString(PyImport_GetModuleDict(), "torch._dynamo") != nullptr;
-  PyGILState_Release(gil);
-  return loaded;
-}
-
-at::Tensor scratch_like(const at::Tensor& t) {
-  if (!t.defined()) return t;
-  int64_t storage_elems = static_cast<int64_t>(t.storage().nbytes() / std::max<size_t>(1, t.element_size()));
-  return at::zeros({storage_elems}, at::TensorOptions().dtype(t.scalar_type()))
-      .as_strided(t.sizes(), t.strides(), t.storage_offset());
-}
-
-at::Tensor meta_of_result(const at::Tensor& t) {
-  if (!t.defined()) return t;
-  return at::empty_strided(t.sizes(), t.strides(), at::TensorOptions().dtype(t.scalar_type()).device(at::kMeta));
-}
-
-// Output geometry of an operator whose meta kernel is Python, computed by its CPU kernel on
-// zero-filled scratch copies of the arguments: PyTorch's Python decompositions import
-// torch._dynamo on first use, and capturing eager work must not load the compiler stack.
-// Operators whose output shape depends on values, or that draw random numbers, are left to
-// the meta kernel; so is anything the scratch run rejects.
-std::optional<torch::jit::Stack> scratch_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args) {
-  if (op.hasTag(at::Tag::dynamic_output_shape) || op.hasTag(at::Tag::data_dependent_output) ||
-      op.hasTag(at::Tag::nondeterministic_seeded)) {
-    return std::nullopt;
-  }
-  for (const auto& a : op.schema().arguments()) {
-    if (a.type()->kind() == c10::TypeKind::GeneratorType) return std::nullopt;
-    if (auto opt = a.type()->cast<c10::OptionalType>()) {
-      if (opt->getElementType()->kind() == c10::TypeKind::GeneratorType) return std::nullopt;
-    }
-  }
-  if (!meta_kernel_is_python(op) || compiler_stack_loaded()) return std::nullopt;
-  torch::jit::Stack stack;
-  stack.reserve(args.size());
-  for (const auto& iv : args) {
-    if (iv.isTensor()) {
-      stack.emplace_back(scratch_like(iv.toTensor()));
-    } else if (iv.isTensorList()) {
-      c10::List<at::Tensor> list;
-      for (const at::Tensor& t : iv.toTensorList()) list.push_back(scratch_like(t));
-      stack.emplace_back(list);
-    } else if (iv.isOptionalTensorList()) {
-      c10::List<std::optional<at::Tensor>> list;
-      for (const std::optional<at::Tensor>& t : iv.toOptionalTensorList()) {
-        list.push_back(t.has_value() ? std::optional<at::Tensor>(scratch_like(*t)) : std::nullopt);
-      }
-      stack.emplace_back(list);
-    } else {
-      stack.push_back(iv);
-    }
-  }
-  try {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  for (auto& iv : stack) {
-    if (iv.isTensor()) {
-      iv = meta_of_result(iv.toTensor());
-    } else if (iv.isTensorList()) {
-      c10::List<at::Tensor> list;
-      for (const at::Tensor& t : iv.toTensorList()) list.push_back(meta_of_result(t));
-      iv = list;
-    }
-  }
-  return stack;
-}
-
-// The first line of an error's message (backtraces and notes left out).
-std::string first_line(const char* what) {
-  std::string msg(what);
-  size_t end = msg.find('\n');
-  return end == std::string::npos ? msg : msg.substr(0, end);
 }
 
 }  // namespace
@@ -454,7 +203,7 @@ void check_not_capturing(const char* what) {
   }
   if (auto c = active_capture()) {
     if (c->checking()) {
-      report(c, "host sync", what, host_sync_message(what));
+      report_capture_problem(c, "host sync", what, host_sync_message(what));
       return;
     }
     abort_capture(c, host_sync_message(what));
@@ -474,7 +223,7 @@ void check_stream_sync(const c10::Stream& stream, const char* what) {
   }
   if (waited != nullptr) {
     if (waited->checking()) {
-      report(waited, "host sync", what, host_sync_message(what));
+      report_capture_problem(waited, "host sync", what, host_sync_message(what));
       return;
     }
     abort_capture(waited, host_sync_message(what));
@@ -497,7 +246,7 @@ void check_device_sync(c10::DeviceIndex device, const char* what) {
   }
   if (own != nullptr) {
     if (own->checking()) {
-      report(own, "host sync", what, host_sync_message(what));
+      report_capture_problem(own, "host sync", what, host_sync_message(what));
       return;
     }
     abort_capture(own, host_sync_message(what));
@@ -558,246 +307,6 @@ void record_python_call(PyObject* callable, PyObject* args, const ObservedCall& 
   }
   Py_DECREF(callable);
   Py_DECREF(args);
-}
-
-bool record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
-                     const std::vector<std::pair<at::Tensor, at::Tensor>>& npu_to_cpu, c10::DeviceIndex device) {
-  auto capture = active_capture();
-  TORCH_INTERNAL_ASSERT(capture != nullptr);
-  const bool checking = capture->checking();
-  const auto& schema = op.schema();
-  const size_t num_args = schema.arguments().size();
-  const size_t begin = stack->size() - num_args;
-  std::vector<c10::IValue> cpu_args(stack->begin() + begin, stack->end());
-
-  // Refused aliasing raises now, as the issuing of a CUDA kernel does, not at replay; and
-  // before any shape error, as ATen checks overlap first. (A check run runs the operator,
-  // which raises by itself.)
-  if (!checking) {
-    if (auto refusal = capture_overlap_refusal(op, cpu_args)) abort_capture(capture, *refusal);
-  }
-  torch::jit::Stack meta_stack;
-  try {
-    if (auto native = native_meta(schema, cpu_args)) {
-      meta_stack = std::move(*native);
-    } else if (auto scratch = scratch_meta(op, cpu_args)) {
-      meta_stack = std::move(*scratch);
-    } else {
-      meta_stack.reserve(num_args);
-      for (const auto& iv : cpu_args) meta_stack.push_back(to_meta(iv));
-      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
-    }
-  } catch (const std::exception& e) {
-    // A meta kernel that raises: either the output shape depends on values (nonzero,
-    // boolean masks, unique) or there is no meta kernel at all.
-    const std::string reason = first_line(e.what());
-    const bool missing = !op.hasTag(at::Tag::dynamic_output_shape) &&
-                         (reason.find("Could not run") != std::string::npos ||
-                          reason.find("NotImplemented") != std::string::npos);
-    std::string message = "NPU graph capture cannot record " + schema.name() + ": " +
-                          (missing ? "it has no shape function (meta kernel), so its output shape is not known "
-                                     "without running it ("
-                                   : "its output shape depends on the values it computes (") +
-                          reason + "). The capture was aborted; run this operator outside the captured region.";
-    if (checking) {
-      report(capture, missing ? "unsupported op" : "dynamic output shape", schema.name(), message);
-      return false;
-    }
-    abort_capture(capture, message);
-  }
-  for (size_t r = 0; r < schema.returns().size(); ++r) {
-    const c10::IValue& meta_out = meta_stack[r];
-    if (!meta_out.isTensor() && !meta_out.isTensorList()) {
-      std::string message = "NPU graph capture cannot record " + schema.name() +
-                            ": it returns a host value, which needs the host to wait for the npu. The "
-                            "capture was aborted; run this operator outside the captured region.";
-      if (checking) {
-        report(capture, "host value", schema.name(), message);
-        return false;
-      }
-      abort_capture(capture, message);
-    }
-  }
-  if (checking) return false;
-
-  // Map CPU aliases back to their npu tensors (updated when an out= argument is resized).
-  std::vector<std::pair<at::Tensor, at::Tensor>> aliases(npu_to_cpu);
-  auto npu_of = [&](const c10::IValue& cpu_iv) -> at::Tensor {
-    if (!cpu_iv.isTensor()) return at::Tensor();
-    const at::Tensor& t = cpu_iv.toTensor();
-    for (const auto& m : aliases) {
-      if (m.second.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return m.first;
-    }
-    return at::Tensor();
-  };
-  // After `npu` was resized, the recorded arguments over its storage (itself and the
-  // other views of that storage) must alias its new memory, through one CPU storage again.
-  auto refresh_aliases_of = [&](const at::Tensor& npu) {
-    CpuAliasSet fresh_aliases;
-    for (auto& m : aliases) {
-      if (!m.first.storage().is_alias_of(npu.storage())) continue;
-      at::Tensor fresh = fresh_aliases.alias(m.first);
-      auto replace = [&](at::Tensor& t) {
-        if (t.defined() && t.unsafeGetTensorImpl() == m.second.unsafeGetTensorImpl()) t = fresh;
-      };
-      for (auto& iv : cpu_args) {
-        if (iv.isTensor()) {
-          at::Tensor t = iv.toTensor();
-          replace(t);
-          iv = t;
-        } else if (iv.isTensorList()) {
-          std::vector<at::Tensor> list = iv.toTensorList().vec();
-          for (auto& t : list) replace(t);
-          iv = c10::List<at::Tensor>(list);
-        } else if (iv.isOptionalTensorList()) {
-          c10::List<std::optional<at::Tensor>> list;
-          for (std::optional<at::Tensor> t : iv.toOptionalTensorList()) {
-            if (t.has_value()) replace(*t);
-            list.push_back(t);
-          }
-          iv = list;
-        }
-      }
-      m.second = fresh;
-    }
-  };
-
-  const size_t num_returns = schema.returns().size();
-  std::vector<c10::IValue> results;
-  std::vector<std::pair<size_t, at::Tensor>> output_slots;  // return index -> CPU alias of pool output
-  std::vector<at::Tensor> keep;
-  results.reserve(num_returns);
-  for (size_t r = 0; r < num_returns; ++r) {
-    const c10::IValue& meta_out = meta_stack[r];
-    auto aliased = aliased_argument(schema, r);
-    if (meta_out.isTensor()) {
-      const at::Tensor& m = meta_out.toTensor();
-      if (aliased.has_value()) {
-        at::Tensor base = npu_of(cpu_args[*aliased]);
-        TORCH_CHECK(base.defined(), "NPU graph capture: ", schema.name(), " returns an alias of a non-npu input");
-        if (schema.returns()[r].alias_info()->isWrite()) {
-          if (base.sizes() != m.sizes()) {
-            // An out= argument the operator resizes (torch.arange(4) writes into an empty
-            // tensor): it gets its new memory now, and replay must write into that memory,
-            // not into the buffer the CPU alias was made over before the resize.
-            base.resize_(m.sizes());
-            refresh_aliases_of(base);
-          }
-          results.emplace_back(base);
-        } else {
-          auto view = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(base.storage()),
-                                                                c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                                                base.dtype());
-          view.unsafeGetTensorImpl()->set_sizes_and_strides(m.sizes(), m.strides(), m.storage_offset());
-          results.emplace_back(view);
-        }
-        continue;
-      }
-      at::Tensor out = at::empty_strided(m.sizes(), m.strides(),
-                                         at::TensorOptions().dtype(m.scalar_type()).device(kNpu, device));
-      keep.push_back(out);
-      output_slots.emplace_back(r, cpu_alias(out));
-      results.emplace_back(out);
-    } else {
-      TORCH_CHECK(!aliased.has_value(), "NPU graph capture cannot record ", schema.name(),
-                  ": it returns views as a list");
-      c10::List<at::Tensor> outs;
-      std::vector<at::Tensor> list_aliases;
-      for (const at::Tensor& m : meta_out.toTensorList()) {
-        at::Tensor out = at::empty_strided(m.sizes(), m.strides(),
-                                           at::TensorOptions().dtype(m.scalar_type()).device(kNpu, device));
-        keep.push_back(out);
-        outs.push_back(out);
-        list_aliases.push_back(cpu_alias(out));
-      }
-      // Lists are stored as one slot per element, encoded after the tensors.
-      for (size_t k = 0; k < list_aliases.size(); ++k) output_slots.emplace_back(r * 1000000 + k + 1, list_aliases[k]);
-      results.emplace_back(outs);
-    }
-  }
-  for (const auto& m : aliases) keep.push_back(m.first);
-
-  // What the node reads and writes, for the observers of its replays.
-  std::vector<c10::IValue> npu_args;
-  npu_args.reserve(num_args);
-  for (const auto& iv : cpu_args) {
-    if (iv.isTensorList()) {
-      c10::List<at::Tensor> list;
-      for (const at::Tensor& t : iv.toTensorList()) list.push_back(npu_of(c10::IValue(t)));
-      npu_args.emplace_back(list);
-    } else {
-      npu_args.push_back(iv.isTensor() ? c10::IValue(npu_of(iv)) : iv);
-    }
-  }
-  std::vector<observe::TensorAccess> accesses = observe::operator_accesses(schema, npu_args.data(), num_args);
-  for (const auto& r : results) {
-    if (r.isTensor()) observe::add_access(accesses, r.toTensor(), true, true, "");
-  }
-
-  // Generator arguments are looked up again at every replay so graph-safe state swaps apply.
-  std::vector<std::pair<size_t, at::Generator>> generators;
-  for (size_t i = 0; i < num_args; ++i) {
-    if (cpu_args[i].isGenerator()) generators.emplace_back(i, default_generator(device));
-  }
-  // The fallback replaced the npu generator by its backing CPU generator; remember the npu one.
-  // (An explicitly passed npu generator is found by matching its backing generator.)
-  for (auto& g : generators) {
-    const at::Generator& cpu_gen = cpu_args[g.first].toGenerator();
-    for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
-      if (backing_cpu_generator(default_generator(d)).unsafeGetGeneratorImpl() == cpu_gen.unsafeGetGeneratorImpl()) {
-        g.second = default_generator(d);
-      }
-    }
-    if (backing_cpu_generator(g.second).unsafeGetGeneratorImpl() != cpu_gen.unsafeGetGeneratorImpl()) {
-      g.second = at::Generator();  // a user generator: keep the CPU generator it had
-    }
-  }
-
-  // Functional operators with a matching out= overload replay into their outputs directly.
-  bool all_outputs_fresh = output_slots.size() == num_returns;
-  for (size_t r = 0; r < output_slots.size() && all_outputs_fresh; ++r) {
-    all_outputs_fresh = output_slots[r].first == r;
-  }
-  std::optional<c10::OperatorHandle> out_op = all_outputs_fresh ? out_overload(schema) : std::nullopt;
-  GraphNode node;
-  if (out_op.has_value()) {
-    std::vector<c10::IValue> out_args(cpu_args);
-    for (const auto& slot : output_slots) out_args.emplace_back(slot.second);
-    c10::OperatorHandle out_handle = *out_op;
-    node.native = [out_handle, out_args, generators]() {
-      torch::jit::Stack s(out_args.begin(), out_args.end());
-      for (const auto& g : generators) {
-        if (g.second.defined()) s[g.first] = c10::IValue(backing_cpu_generator(g.second));
-      }
-      redispatch_to_cpu_kernel(out_handle, c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
-    };
-  } else {
-    c10::OperatorHandle handle = op;
-    node.native = [handle, cpu_args, output_slots, generators, num_returns]() {
-      torch::jit::Stack s(cpu_args.begin(), cpu_args.end());
-      for (const auto& g : generators) {
-        if (g.second.defined()) s[g.first] = c10::IValue(backing_cpu_generator(g.second));
-      }
-      redispatch_to_cpu_kernel(handle, c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
-      for (const auto& slot : output_slots) {
-        if (slot.first < 1000000 && slot.first < num_returns && s[slot.first].isTensor()) {
-          at::Tensor dst = slot.second;
-          dst.copy_(s[slot.first].toTensor());
-        } else {
-          size_t r = slot.first / 1000000;
-          size_t k = slot.first % 1000000 - 1;
-          at::Tensor dst = slot.second;
-          dst.copy_(s[r].toTensorList().get(k));
-        }
-      }
-    };
-  }
-  // Each replay of the node announces it to the profiler and the stream sanitizer.
-  node.native = observe::replayed_node(schema.name(), device, std::move(accesses), std::move(node.native));
-  capture->add_node(std::move(node), std::move(keep));
-  stack->erase(stack->begin() + begin, stack->end());
-  for (auto& r : results) stack->push_back(std::move(r));
-  return true;
 }
 
 // ---- graphs ------------------------------------------------------------------
