@@ -195,4 +195,11 @@ torch::jit::Stack meta_outputs(const c10::OperatorHandle& op, const std::vector<
   return meta_stack;
 }
 
+bool has_meta_kernel(const c10::OperatorHandle& op) {
+  return op.hasKernelForDispatchKey(c10::DispatchKey::Meta) ||
+         op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+         op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+         op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
+}
+
 }  // namespace torch_npu

@@ -125,12 +125,12 @@ class OperatorRecording {
     try {
       return meta_outputs(op_, cpu_args_);
     } catch (const std::exception& e) {
-      // A meta kernel that raises: either the output shape depends on values (nonzero,
-      // boolean masks, unique) or there is no meta kernel at all.
+      // Either the output shape depends on values (nonzero, boolean masks, unique) or
+      // there is no meta kernel: the operator has none, or its composite kernel calls an
+      // operator that has none, for which the dispatcher raises NotImplementedError.
       const std::string reason = first_line(e.what());
       const bool missing = !op_.hasTag(at::Tag::dynamic_output_shape) &&
-                           (reason.find("Could not run") != std::string::npos ||
-                            reason.find("NotImplemented") != std::string::npos);
+                           (!has_meta_kernel(op_) || dynamic_cast<const c10::NotImplementedError*>(&e) != nullptr);
       std::string message = "NPU graph capture cannot record " + schema_.name() + ": " +
                             (missing ? "it has no shape function (meta kernel), so its output shape is not known "
                                        "without running it ("
