@@ -12,6 +12,7 @@ half of the time the whole client set may take in CI.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -75,8 +76,6 @@ def test_two_ranks_equal_one_process(runs, config):
 
 
 def test_ds_report_shows_the_simulated_cann_version(toolkit_env):
-    import os
-
     from torch_npu.npu.cann_version import get_cann_version
 
     env = {**os.environ, **toolkit_env}
@@ -87,3 +86,21 @@ def test_ds_report_shows_the_simulated_cann_version(toolkit_env):
     line = next(l for l in out.stdout.splitlines() if l.startswith("ascend_cann version"))
     assert line.rstrip().endswith(get_cann_version()), line
     assert "torch_npu version" in out.stdout
+
+
+@pytest.mark.skipif(os.environ.get("TORCH_NPU_CLIENTS_FULL") != "1",
+                    reason="full client set only (scripts/run_client_libraries_full.sh): the cpu "
+                           "accelerator compiles deepspeed_shm_comm first, about two minutes of CPU")
+def test_two_npu_ranks_equal_deepspeeds_cpu_accelerator(runs, toolkit_env, tmp_path):
+    # A build directory of this run's own: a compile killed by the timeout leaves a lock
+    # file behind, and a later run waiting on it would hang.
+    env = {**toolkit_env, **SMALL_DEVICE, "DS_ACCELERATOR": "cpu", "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
+    cpu = torchrun(worker("deepspeed_train.py"), *ARGS, nproc=2, timeout=900, env=env)
+    assert cpu.returncode == 0, cpu.explain()
+    npu = runs[0]
+    assert cpu.result(0)["accelerator"] == "cpu"
+    for config in CONFIGS:
+        for rank in (0, 1):
+            c, n = cpu.result(rank, config), npu.result(rank, config)
+            assert c["param_device_types"] == ["cpu"]
+            assert (c["losses"], c["grad_norms"], c["weights"]) == (n["losses"], n["grad_norms"], n["weights"]), config

@@ -21,7 +21,6 @@ from torch.utils.data import IterableDataset
 from harness import report
 from torchtitan.components.dataloader import ParallelAwareDataloader
 from torchtitan.components.tokenizer import BaseTokenizer
-from torchtitan.models.llama3 import model_registry
 from torchtitan.models.llama3.config_registry import llama3_debugmodel
 
 SEQ_LEN = 32
@@ -81,8 +80,6 @@ def main() -> None:
     dump, steps, global_batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     world = int(os.environ.get("WORLD_SIZE", "1"))
     config = llama3_debugmodel()
-    # sdpa: the flex default compiles its kernel with Inductor at the first step.
-    config.model_spec = model_registry("debugmodel", attn_backend="sdpa")
     config.tokenizer = SyntheticTokenizer.Config()
     config.dataloader = SyntheticDataLoader.Config()
     config.dump_folder = dump
