@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from conftest import SMALL_DEVICE, worker
+from client_launch import SMALL_DEVICE, worker
 from launcher import torchrun
 
 pytest.importorskip("deepspeed")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import SMALL_DEVICE, worker
+from client_launch import SMALL_DEVICE, worker
 from launcher import spawn_ranks
 
 pytest.importorskip("diffusers")

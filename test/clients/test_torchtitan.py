@@ -18,7 +18,7 @@ import pytest
 import sys
 
 import launcher
-from conftest import SMALL_DEVICE, worker
+from client_launch import SMALL_DEVICE, worker
 from launcher import torchrun
 
 pytest.importorskip("torchtitan")

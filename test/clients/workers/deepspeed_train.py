@@ -19,6 +19,7 @@ import deepspeed.comm as ds_dist
 from deepspeed.accelerator import get_accelerator
 from deepspeed.utils import safe_get_full_fp32_param
 from harness import report
+from torch_npu_census import census
 
 MICRO_BATCH = 4
 GLOBAL_BATCH = 8
@@ -111,6 +112,12 @@ def train(stage: int, dtype_name: str) -> dict:
 
 
 def main() -> None:
+    with census() as touched:
+        run_all()
+    report(touched=touched)
+
+
+def run_all() -> None:
     stages = [int(s) for s in sys.argv[1].split(",")]
     dtypes = sys.argv[2].split(",")
     deepspeed.init_distributed()
