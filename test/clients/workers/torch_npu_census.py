@@ -34,6 +34,10 @@ class _NpuOps(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+# Imports of our modules and our import hooks answering them are not calls of the client.
+_IMPORT_MACHINERY = ("<module>", "find_spec", "create_module", "exec_module")
+
+
 def _inside(filename: str) -> bool:
     return filename.startswith(_PACKAGE_DIR)
 
@@ -48,7 +52,8 @@ def census():
         if event == "call":
             code = frame.f_code
             caller = frame.f_back
-            if _inside(code.co_filename) and caller is not None and not _inside(caller.f_code.co_filename):
+            if (_inside(code.co_filename) and caller is not None and not _inside(caller.f_code.co_filename)
+                    and code.co_name not in _IMPORT_MACHINERY):
                 module = frame.f_globals.get("__name__", "?")
                 calls[f"{module}.{code.co_qualname}"] += 1
         elif event == "c_call":
