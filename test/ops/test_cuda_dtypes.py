@@ -112,14 +112,21 @@ class WidenedCpu(TorchDispatchMode):
         kwargs = kwargs or {}
         name = func._schema.name
         tensors = [t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)]
-        narrow = next((t.dtype for t in tensors if (name, _C10_NAMES[t.dtype]) in self.table), None)
+        requested = kwargs.get("dtype")
+        if requested is not None and (name, _C10_NAMES[requested]) not in self.table:
+            requested = None
+        narrow = requested or next((t.dtype for t in tensors if (name, _C10_NAMES[t.dtype]) in self.table), None)
         if narrow is None:
             return func(*args, **kwargs)
         compute = self.table[(name, _C10_NAMES[narrow])]
+
         def widen(t):
-            return t.to(compute) if t.dtype == narrow else t
+            # Under dtype=<narrow> a reduction's input is cast to it first, as CUDA's are.
+            return t.to(narrow).to(compute) if t.dtype == narrow or requested else t
 
         wide_args, wide_kwargs = _map(args, widen), _map(kwargs, widen)
+        if requested:
+            wide_kwargs["dtype"] = compute
         out = func(*wide_args, **wide_kwargs)
         schema_args = func._schema.arguments
         write_names = {a.name for a in schema_args if a.alias_info is not None and a.alias_info.is_write}
