@@ -126,7 +126,6 @@ struct NpuGeneratorState : c10::intrusive_ptr_target {
     pod.left_ = 1;  // the first draw regenerates the block, as after at::mt19937's seeding
     pod.next_ = 0;
     pod.state_ = fill;
-    at::mt19937 twister;
     twister.set_data(pod);
     {
       std::lock_guard<std::mutex> lock(engine.mutex());
@@ -145,6 +144,7 @@ struct NpuGeneratorState : c10::intrusive_ptr_target {
   uint64_t offset;
   at::Generator engine;  // the CPU generator the cpu kernels draw from
   TwisterWords fill{};   // the engine's state as last refilled
+  at::mt19937 twister;   // staging for the engine's refills (constructing one seeds it, a wasted pass)
   uint64_t stamp = 0;
   bool filled = false;
 };
