@@ -43,6 +43,7 @@ import signal
 import sys
 import time
 import traceback
+import unittest.mock
 import zlib
 from typing import Any
 
@@ -150,13 +151,26 @@ def compare(npu_out: Any, cpu_out: Any, result_device: str = "npu") -> str | Non
     return None
 
 
+_seed_devices = torch.manual_seed
+
+
+def seed_one_stream(seed: int) -> torch.Generator:
+    """``torch.manual_seed`` for both devices, then cpu's generator loaded with the engine
+    state npu draws from at (seed, offset 0): a random call draws the same on both."""
+    generator = _seed_devices(seed)
+    torch.set_rng_state(twister_state(int(seed), 0))
+    return generator
+
+
 def call(op: Any, sample: Any, seed: int) -> tuple[Any, BaseException | None]:
-    torch.manual_seed(seed)
-    torch.set_rng_state(twister_state(seed, 0))  # what npu draws from at (seed, offset 0)
-    try:
-        return op(sample.input, *sample.args, **sample.kwargs), None
-    except Exception as exc:  # an error is a result too: both devices must agree on it
-        return None, exc
+    # Random OpInfos seed inside their op (``wrapper_set_seed`` calls torch.manual_seed(42)):
+    # that seeding is routed through seed_one_stream too.
+    with unittest.mock.patch.object(torch, "manual_seed", seed_one_stream):
+        seed_one_stream(seed)
+        try:
+            return op(sample.input, *sample.args, **sample.kwargs), None
+        except Exception as exc:  # an error is a result too: both devices must agree on it
+            return None, exc
 
 
 def differentiable_outputs(out: Any) -> list[torch.Tensor]:
