@@ -15,22 +15,13 @@ import torch_npu
 from graphs_compare import assert_close_to_cpu
 
 
-class MLP(torch.nn.Module):
-    def __init__(self, d=8):
-        super().__init__()
-        self.fc1 = torch.nn.Linear(d, 16)
-        self.ln = torch.nn.LayerNorm(16)
-        self.fc2 = torch.nn.Linear(16, 4)
-
-    def forward(self, x):
-        return self.fc2(torch.nn.functional.gelu(self.ln(self.fc1(x))))
-
-
 def test_backward_traced_by_compiled_autograd_is_recorded_and_matches_cpu():
     from torch_npu.compiler import graph_trees
 
     torch.manual_seed(0)
-    cpu_model = MLP()
+    cpu_model = torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.GELU(), torch.nn.Linear(16, 4)
+    )
     npu_model = copy.deepcopy(cpu_model).npu()
     compiled = torch.compile(npu_model, mode="reduce-overhead")
     backward_compiler = torch.compile(mode="reduce-overhead")
@@ -65,3 +56,22 @@ def test_backward_traced_by_compiled_autograd_is_recorded_and_matches_cpu():
     assert stats["replays"] >= 6, stats
     modes = sorted(fn.mode.value for fn in graph_trees.get_manager(0)._functions if fn.num_graphs())
     assert modes == ["forward", "inference"], modes
+
+
+def test_unused_inputs_do_not_count_as_work_on_their_device():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from torch_npu.compiler.graph_trees.graph_facts import CPU_TENSORS, capture_blocker, graph_devices
+
+    def uses_only_x(x, size_carrier):
+        return x * 2
+
+    def uses_both(x, scale):
+        return x * scale
+
+    x, cpu_tensor = torch.randn(3, device="npu"), torch.empty(0, 4)
+    unused = make_fx(uses_only_x)(x, cpu_tensor)
+    assert graph_devices(unused) == {x.device}
+    assert capture_blocker(graph_devices(unused)) is None
+    used = make_fx(uses_both)(x, torch.tensor(2.0))
+    assert capture_blocker(graph_devices(used)) == CPU_TENSORS
