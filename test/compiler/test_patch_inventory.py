@@ -58,17 +58,7 @@ from torch_npu._startup import hccl_registration as _hccl_registration
 from torch._logging._internal import log_registry
 from multiprocessing.reduction import ForkingPickler
 
-import atexit
-from torch_npu._startup import autograd_exit_barrier, npugraph_ex_finder
-
-def exit_handler_registered():
-    # atexit has no query but a count: unregistering our handler must drop it by one.
-    count = atexit._ncallbacks()
-    atexit.unregister(autograd_exit_barrier._drain_device_threads)
-    dropped = atexit._ncallbacks() == count - 1
-    atexit.register(autograd_exit_barrier._drain_device_threads)
-    return dropped
-
+from torch_npu._startup import npugraph_ex_finder
 
 folded = ("get_device_properties", "get_device_name", "get_device_capability", "device_count")
 # Each registration, keyed by its inventory name, checked in the process.
@@ -103,10 +93,10 @@ checks = {
     "accelerator": torch.accelerator.current_accelerator() == torch.device("npu")
         and torch.empty(1).pin_memory().is_pinned(),
     "import_finders": npugraph_ex_finder._finder in sys.meta_path,
-    "exit_handler": exit_handler_registered(),
 }
-# os.register_at_fork has no query: the one registration checked by reading the code only.
-UNCHECKABLE = {"fork_handler"}
+# atexit and os.register_at_fork have no query (atexit counts slots, and unregistering
+# leaves the slot): the two registrations checked by reading the code only.
+UNCHECKABLE = {"exit_handler", "fork_handler"}
 
 # Every kernel and fallback the dispatcher holds from torch_npu's files, on a key outside
 # npu's own (the PrivateUse1 family) and an operator outside the npu namespace: those reach
