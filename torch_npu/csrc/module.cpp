@@ -218,6 +218,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_init", &lazy_init);
   m.def("_is_initialized", &is_initialized);
   m.def("_is_in_bad_fork", &in_bad_fork);
+  m.def("_cpu_allocation_redirect_in_force", &cpu_allocation_redirect_in_force);
   m.def("_get_npu_format", [](const at::Tensor& t) { return npu_format_of(t); });
   m.def("_set_npu_format", [](const at::Tensor& t, int64_t format) { set_npu_format(t, format); });
   m.def("_device_count", []() { return static_cast<int64_t>(device_count()); });
