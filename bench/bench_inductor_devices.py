@@ -35,19 +35,10 @@ import torch.nn.functional as F
 import torch_npu  # noqa: F401  (registers the npu device and the compile trigger)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_models import TransformerBlock  # noqa: E402
+from bench_eager import _time_block  # noqa: E402
+from bench_models import MLP, TransformerBlock  # noqa: E402
 
 LAUNCH = "torch.npu._launch_host_kernel("
-
-
-class SmallMLP(nn.Module):
-    def __init__(self, dim: int = 64):
-        super().__init__()
-        self.fc1 = nn.Linear(dim, 4 * dim)
-        self.fc2 = nn.Linear(4 * dim, dim)
-
-    def forward(self, x):
-        return x + self.fc2(F.gelu(self.fc1(x)))
 
 
 class SmallCNN(nn.Module):
@@ -93,7 +84,7 @@ def make_case(name: str):
     """The model (eval mode, seed 0) and cpu input timed as ``name``."""
     torch.manual_seed(0)
     if name == "mlp":
-        return SmallMLP().eval(), torch.randn(32, 64)
+        return MLP(dim=64).eval(), torch.randn(32, 64)
     if name == "cnn":
         return SmallCNN().eval(), torch.randn(4, 3, 32, 32)
     if name == "transformer":
@@ -106,24 +97,16 @@ def make_case(name: str):
 STEP_CASES = ("mlp", "cnn", "transformer", "pointwise_256k")
 
 
-def _block_seconds(fn: Callable[[], object], calls: int, sync: Callable[[], None]) -> float:
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    sync()
-    return (time.perf_counter() - start) / calls
-
-
 def alternating_medians(fns: dict, calls: int, blocks: int) -> dict:
     """Median seconds per call of each ``(fn, sync)`` in ``fns``, blocks alternating in order."""
     for fn, sync in fns.values():  # warm-up: caches, thread pools, lazy initialisation
-        _block_seconds(fn, calls, sync)
+        _time_block(fn, calls, sync)
     names = list(fns)
     samples: dict = {name: [] for name in names}
     for i in range(blocks):
         for name in names if i % 2 == 0 else reversed(names):
             fn, sync = fns[name]
-            samples[name].append(_block_seconds(fn, calls, sync))
+            samples[name].append(_time_block(fn, calls, sync))
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
