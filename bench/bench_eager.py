@@ -5,7 +5,7 @@ of the npu dispatch path (device guard, allocator, dispatcher). Each case times 
 of calls, alternating cpu and npu blocks, and compares medians. Budgets: a 1-element add
 <= 3x CPU; a 512x512 matmul and a 1M-element pointwise op <= 1.10x CPU.
 
-    python bench/bench_eager.py [--samples N] [--threads N] [--json]
+    python bench/bench_eager.py [--samples N] [--calls N] [--threads N] [--json]
 """
 from __future__ import annotations
 
@@ -57,8 +57,9 @@ def _time_block(fn: Callable[[], object], calls: int, sync: Callable[[], None]) 
     return (time.perf_counter() - start) / calls
 
 
-def run_case(name: str, samples: int) -> dict[str, float]:
+def run_case(name: str, samples: int, calls_override: int = 0) -> dict[str, float]:
     build, calls, budget = CASES[name]
+    calls = calls_override or calls
     fns = {"cpu": build("cpu"), "npu": build("npu")}
     syncs = {"cpu": lambda: None, "npu": torch.npu.synchronize}
     for device in ("cpu", "npu"):  # warm-up: allocator caches, thread pools, lazy init
@@ -76,13 +77,14 @@ def run_case(name: str, samples: int) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=31, help="timed blocks per device and case")
+    parser.add_argument("--calls", type=int, default=0, help="calls per timed block (default: per case)")
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads (default: torch's choice)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
 
-    results = {name: run_case(name, args.samples) for name in CASES}
+    results = {name: run_case(name, args.samples, args.calls) for name in CASES}
     if args.json:
         print(json.dumps({"threads": torch.get_num_threads(), "cases": results}, indent=2))
     else:

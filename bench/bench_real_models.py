@@ -9,7 +9,10 @@ side by side in this process, calls of the two sides interleaved so load changes
 * ``inductor``: npu Inductor (``npu_backend="default"``) ÷ cpu Inductor per forward call,
   every model;
 * ``first_compile``: first call of a freshly compiled GPT-2 forward, npu ÷ cpu, each in a
-  fresh interpreter with an empty Inductor cache (median of ``--compiles`` pairs);
+  fresh interpreter with an empty Inductor cache (median of the ratios of ``--compiles``
+  pairs, cpu and npu alternating);
+* ``first_compile_train``: the same for a training step (forward, loss, backward: the
+  backward graph is compiled at its first run), not in the default sections (minutes per pair);
 * ``npugraphs``: ``backend="npugraphs"`` ÷ npu eager per step once graphs are recorded, on
   the CNNs, inference and training (each step opened with ``mark_step_begin()``).
 
@@ -130,40 +133,53 @@ def inductor(repeat: int) -> dict:
 FIRST_COMPILE_CHILD = textwrap.dedent(
     """
     import sys, time
-    sys.path[:0] = sys.argv[2:]
+    sys.path[:0] = sys.argv[3:]
     import torch
     import torch_npu  # noqa: F401
     from real_models import MODELS, build_on_cpu
     spec = MODELS["gpt2"]
-    device = torch.device(sys.argv[1])
-    model = build_on_cpu(spec).eval().to(device)
-    args = tuple(a.to(device) for a in spec.inputs(torch.Generator().manual_seed(1))[0])
+    device, train = torch.device(sys.argv[1]), sys.argv[2] == "train"
+    model = build_on_cpu(spec).train(train).to(device)
+    inputs, target = spec.inputs(torch.Generator().manual_seed(1))
+    args, target = tuple(a.to(device) for a in inputs), target.to(device)
     compiled = torch.compile(model, options={"npu_backend": "default"})
-    with torch.no_grad():
-        start = time.perf_counter()
-        compiled(*args)
-        if device.type == "npu":
-            torch.npu.synchronize()
-        print(time.perf_counter() - start)
+    start = time.perf_counter()
+    if train:  # forward, then the backward Inductor compiles at its first run
+        spec.loss(spec.output(compiled(*args)), target).backward()
+    else:
+        with torch.no_grad():
+            compiled(*args)
+    if device.type == "npu":
+        torch.npu.synchronize()
+    print(time.perf_counter() - start)
     """
 )
 
 
-def _first_compile_s(device: str) -> float:
+def _first_compile_s(device: str, kind: str) -> float:
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix=f"bench_real_models_{device}_")}
-    out = subprocess.run([sys.executable, "-c", FIRST_COMPILE_CHILD, device, MODELS_DIR,
+    out = subprocess.run([sys.executable, "-c", FIRST_COMPILE_CHILD, device, kind, MODELS_DIR,
                           os.path.join(REPO_ROOT, "test")], env=env, check=True,
                          capture_output=True, text=True)
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def first_compile(compiles: int) -> dict:
-    cpu, npu = [], []
+def _first_compile_pairs(compiles: int, kind: str) -> dict:
+    cpu, npu, ratios = [], [], []
     for _ in range(compiles):  # pairs, so a load change hits both devices
-        cpu.append(_first_compile_s("cpu"))
-        npu.append(_first_compile_s("npu"))
-    return {"gpt2": {"npu_over_cpu_cold": statistics.median(npu) / statistics.median(cpu),
+        cpu.append(_first_compile_s("cpu", kind))
+        npu.append(_first_compile_s("npu", kind))
+        ratios.append(npu[-1] / cpu[-1])
+    return {"gpt2": {"npu_over_cpu_cold": statistics.median(ratios),
                      "cpu_cold_s": statistics.median(cpu), "npu_cold_s": statistics.median(npu)}}
+
+
+def first_compile(compiles: int) -> dict:
+    return _first_compile_pairs(compiles, "infer")
+
+
+def first_compile_train(compiles: int) -> dict:
+    return _first_compile_pairs(compiles, "train")
 
 
 def npugraphs(repeat: int) -> dict:
@@ -195,14 +211,15 @@ def npugraphs(repeat: int) -> dict:
     return rows
 
 
-SECTIONS = {"eager": eager, "inductor": inductor, "first_compile": first_compile, "npugraphs": npugraphs}
+SECTIONS = {"eager": eager, "inductor": inductor, "first_compile": first_compile,
+            "first_compile_train": first_compile_train, "npugraphs": npugraphs}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--compiles", type=int, default=3)
-    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections to run")
+    parser.add_argument("--only", default=",".join(s for s in SECTIONS if s != "first_compile_train"), help="comma-separated sections to run")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="bench_real_models_"))
@@ -211,7 +228,7 @@ def main() -> None:
     results: dict = {}
     for section in args.only.split(","):
         fn = SECTIONS[section]
-        results[section] = fn(args.compiles) if section == "first_compile" else fn(args.repeat)
+        results[section] = fn(args.compiles) if section.startswith("first_compile") else fn(args.repeat)
     results["load_average"] = {"before": load_before, "after": os.getloadavg(), "cores": os.cpu_count()}
     for section, rows in results.items():
         print(f"== {section}")

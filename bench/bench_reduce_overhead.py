@@ -27,7 +27,13 @@ seen while timing (all must be 0). Also:
   PyTorch's), both training steps with the backward on the calling thread instead of
   autograd's device thread, and a trivial backward on npu (device thread) against cpu.
 
+* with ``--compiled-autograd``, a fourth training variant: reduce-overhead with compiled
+  autograd (``torch._dynamo.compiled_autograd._enable(torch.compile(mode="reduce-overhead"))``
+  around the step), whose backward is one graph replayed on the calling thread; its figure
+  is Inductor ÷ that variant.
+
     python bench/bench_reduce_overhead.py [--blocks N] [--block-steps N] [--json] [--only NAME] [--breakdown]
+        [--compiled-autograd]
 """
 from __future__ import annotations
 
@@ -62,6 +68,10 @@ class LinearLnGelu(torch.nn.Module):
 
 
 MODES = ("inductor", "npugraphs", "reduce-overhead")
+# Training only, with --compiled-autograd: reduce-overhead whose backward compiled autograd
+# traces into one graph, itself compiled with reduce-overhead and replayed on the calling
+# thread (no hand-off to autograd's device thread).
+COMPILED_AUTOGRAD = "reduce-overhead+compiled-autograd"
 
 
 def _median(step: Callable[[], Any], steps: int, warmup: int = 5) -> float:
@@ -85,14 +95,24 @@ def _inference(fn: Callable, *args: Any, before: Callable[[], None] | None = Non
     return step
 
 
-def _training(fn: Callable, params: list, *args: Any) -> Callable[[], Any]:
+def _training(fn: Callable, params: list, *args: Any, compiled_autograd: bool = False) -> Callable[[], Any]:
+    backward_compiler = torch.compile(mode="reduce-overhead") if compiled_autograd else None
+
     def step() -> Any:
         torch_npu.npu.mark_step_begin()
         for p in params:
             p.grad = None
-        out = fn(*args)
-        out = out.logits if hasattr(out, "logits") else out
-        out.float().square().mean().backward()
+        if backward_compiler is None:
+            out = fn(*args)
+            out = out.logits if hasattr(out, "logits") else out
+            out.float().square().mean().backward()
+            return
+        from torch._dynamo import compiled_autograd
+
+        with compiled_autograd._enable(backward_compiler):
+            out = fn(*args)
+            out = out.logits if hasattr(out, "logits") else out
+            out.float().square().mean().backward()
 
     return step
 
@@ -163,6 +183,8 @@ def _gpt2_case() -> Callable[[], tuple] | str:
 
 
 def _compile(model: torch.nn.Module, mode: str) -> Callable:
+    if mode == COMPILED_AUTOGRAD:
+        mode = "reduce-overhead"
     if mode == "inductor":
         return torch.compile(model)
     if mode == "npugraphs":
@@ -185,7 +207,12 @@ def _graph_counts() -> dict[str, int]:
 
 
 def _time_model(
-    name: str, make: Callable[[bool], tuple[torch.nn.Module, tuple, dict, Any]], blocks: int, block_steps: int, train: bool
+    name: str,
+    make: Callable[[bool], tuple[torch.nn.Module, tuple, dict, Any]],
+    blocks: int,
+    block_steps: int,
+    train: bool,
+    compiled_autograd: bool = False,
 ) -> dict:
     """All three variants compiled side by side, then timed in interleaved blocks.
 
@@ -203,13 +230,14 @@ def _time_model(
 
     graph_trees.reset()
     steps: dict[str, Callable[[], Any]] = {}
-    for mode in MODES:
+    modes = MODES + ((COMPILED_AUTOGRAD,) if train and compiled_autograd else ())
+    for mode in modes:
         model, args, kwargs, before = make(train)
         compiled = _compile(model, mode)
         fn = (lambda *a, c=compiled, kw=kwargs: c(*a, **kw).logits) if kwargs else compiled
         if train:
             params = [p for p in model.parameters() if p.requires_grad]
-            steps[mode] = _training(fn, params, *args)
+            steps[mode] = _training(fn, params, *args, compiled_autograd=mode == COMPILED_AUTOGRAD)
         else:
             steps[mode] = _inference(fn, *args, before=before)
     # Warm-up: compile, warm up, record; then some replays so caches settle.
@@ -229,9 +257,10 @@ def _time_model(
     before = _graph_counts()
     ratios: dict[str, list[float]] = {"inductor": [], "npugraphs": []}
     mean_ratios: dict[str, list[float]] = {"inductor": [], "npugraphs": []}
+    ca_ratios: list[float] = []
     ro_times = []
     for b in range(blocks):
-        order = MODES[b % 3 :] + MODES[: b % 3]
+        order = modes[b % len(modes) :] + modes[: b % len(modes)]
         medians, means = {}, {}
         for mode in order:
             step = steps[mode]
@@ -245,6 +274,8 @@ def _time_model(
         for other in ratios:
             ratios[other].append(medians[other] / medians["reduce-overhead"])
             mean_ratios[other].append(means[other] / means["reduce-overhead"])
+        if COMPILED_AUTOGRAD in medians:
+            ca_ratios.append(medians["inductor"] / medians[COMPILED_AUTOGRAD])
         ro_times.append(medians["reduce-overhead"])
     after = _graph_counts()
     kind = "train" if train else "infer"
@@ -253,7 +284,16 @@ def _time_model(
         q = statistics.quantiles(values, n=4)
         return f"{q[0]:.2f}..{q[2]:.2f}"
 
+    with_compiled_autograd = (
+        {
+            f"{name}_{kind}_inductor_over_reduce_overhead_compiled_autograd": statistics.median(ca_ratios),
+            f"{name}_{kind}_inductor_over_reduce_overhead_compiled_autograd_iqr": spread(ca_ratios),
+        }
+        if ca_ratios
+        else {}
+    )
     return {
+        **with_compiled_autograd,
         f"{name}_{kind}_inductor_over_reduce_overhead": statistics.median(ratios["inductor"]),
         f"{name}_{kind}_inductor_over_reduce_overhead_iqr": spread(ratios["inductor"]),
         f"{name}_{kind}_npugraphs_over_reduce_overhead": statistics.median(ratios["npugraphs"]),
@@ -451,6 +491,12 @@ def main() -> None:
     parser.add_argument(
         "--breakdown", action="store_true", help="also break a training step down (graph-tree calls vs the rest)"
     )
+    parser.add_argument(
+        "--compiled-autograd",
+        action="store_true",
+        help="also time training under reduce-overhead with compiled autograd (the backward traced into one "
+        "graph, compiled with reduce-overhead and replayed on the calling thread)",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--only", choices=["linear_ln_gelu", "many_small_ops", "gpt2_decode"])
     args = parser.parse_args()
@@ -476,7 +522,9 @@ def main() -> None:
         if args.only and name != args.only:
             continue
         results.update(_time_model(name, make, args.blocks, args.block_steps, train=False))
-        results.update(_time_model(name, make, args.blocks, args.block_steps, train=True))
+        results.update(
+            _time_model(name, make, args.blocks, args.block_steps, train=True, compiled_autograd=args.compiled_autograd)
+        )
         if args.breakdown:
             results.update(training_breakdown(name, make))
     if args.breakdown:

@@ -150,10 +150,12 @@ ROWS: tuple[Row, ...] = (
          "torch._C.DispatchKey"),
         "The rng_prims_npu patch replaces the device-picking kernels of the two RNG higher-order ops so npu is handled.",
         "Activation checkpointing/functionalized RNG with npu tensors fails in compiled code."),
-    Row(("torch._subclasses.fake_tensor.FakeTensorConverter", "torch._utils.get_tensor_metadata",
-         "torch._utils.set_tensor_metadata"),
-        "The fake_tensor_backend_meta patch wraps FakeTensorConverter.from_real_tensor to copy backend metadata to the fake.",
-        "Fake tensors of npu tensors lose their backend metadata; the patch fails to apply."),
+    Row(("torch._subclasses.fake_tensor.FakeTensor",),
+        "The fake kernel of npu::get_npu_format finds the real tensor a fake input stands for in its mode's converter "
+        "records (fake_mode.fake_tensor_converter.meta_converter: tensor_memo, describer.lookup_tensor); a fake holds "
+        "no backend metadata of the real tensor and no hook carries it.",
+        "get_npu_format on a fake input answers ND (2) instead of the real tensor's format under torch.compile, "
+        "export and FakeTensorMode."),
     # --- compile shim: Inductor
     Row(("torch._inductor.codegen.common", "torch._inductor.codegen.common.register_backend_for_device",
          "torch._inductor.codegen.common.register_device_op_overrides",

@@ -12,7 +12,7 @@ import pytest
 
 NO_AUTOLOAD = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
 
-DYNAMO_STEPS = "('inductor_option', 'device_interface', 'trace_rules', 'stream_handlers', 'graphsafe_rng', 'rng_prims', 'fake_tensor_backend_meta', 'backends', 'transfer_to_npu_tracing')"
+DYNAMO_STEPS = "('inductor_option', 'device_interface', 'trace_rules', 'stream_handlers', 'graphsafe_rng', 'rng_prims', 'backends', 'transfer_to_npu_tracing')"
 
 # A fullgraph compile that needs the device interface and the stream trace rule.
 STREAM_COMPILE = """

@@ -10,8 +10,13 @@ each sample in each CUDA-only dtype runs on cpu and on npu:
   entry of the runtime's widening table (``torch.ops.npu._cuda_dtype_widenings()``), and npu
   must equal cpu computing that sample in the table's wider dtype, rounded back to the
   narrow one (what CUDA computes in its accumulation type), bit for bit;
-- the few pairs no wider dtype can serve are listed in ``NOT_SERVED`` with the reason, and
-  must still raise on npu (so the list shrinks when they are served).
+- ``torch.fft`` on float16 (refused by the composite before any operator on every device
+  but CUDA) must equal cpu running the transforms in float32 with each transform's result
+  rounded to half precision (cuFFT's half-precision transforms), in CUDA's result dtype;
+- complex ``nansum``/``nanmean`` (refused by an explicit check on cpu only) must equal cpu's
+  ``sum`` of the input with its NaN elements zeroed, as CUDA's kernel defines it;
+- the pairs no wider dtype can serve would be listed in ``NOT_SERVED`` with the reason and
+  must still raise on npu; none is left.
 
 Every table entry must be reached by some sample (forward here, backward in
 ``test_backward_of_reduced_float_ops``), so the table holds nothing op_db does not ask for.
@@ -30,22 +35,16 @@ import torch_npu  # noqa: F401
 NPU = torch.device("npu", 0)
 SAMPLES_PER_DTYPE = 4
 
-# (op_db name, dtype) -> why the widening table does not serve it.
-NOT_SERVED = {
-    **{(op, dt): "cpu's nansum rejects complex inputs by an explicit check: no wider dtype has a kernel"
-       for op in ("nansum", "nanmean") for dt in (torch.complex32, torch.complex64, torch.complex128)},
-    **{(f"fft.{fn}", torch.float16): "torch.fft's composite refuses half before any kernel on every device "
-       "but CUDA/XPU/meta (promote_type_fft): no operator of the fallback is reached"
-       for fn in ("fft", "fft2", "fftn", "hfft", "hfft2", "hfftn", "rfft", "rfft2", "rfftn", "ifft", "ifft2",
-                  "ifftn", "ihfft", "ihfft2", "ihfftn", "irfft", "irfft2", "irfftn")},
-}
+# (op_db name, dtype) -> why the widening table does not serve it (and npu must still raise).
+NOT_SERVED: dict[tuple[str, torch.dtype], str] = {}
+FFT_TRANSFORMS = {"aten::_fft_c2c", "aten::_fft_r2c", "aten::_fft_c2r"}
 # Ops whose OpInfo entry has no cpu dtypes at all (CUDA-only kernels or CUDA-only variants).
 CUDA_ONLY_ENTRIES = {"torch.ops.aten._flash_attention_forward", "torch.ops.aten._efficient_attention_forward",
                      "nn.functional.batch_norm"}
 # Table entries reached only by a backward pass or by an in-place variant.
 REACHED_ELSEWHERE = {"aten::avg_pool3d_backward", "aten::_upsample_bilinear2d_aa_backward",
                      "aten::multi_margin_loss_backward", "aten::multilabel_margin_loss_backward",
-                     "aten::rrelu_with_noise_"}
+                     "aten::rrelu_with_noise_", "aten::_fft_r2c"}  # _fft_r2c: test_stft_of_float16
 
 
 def widening_table() -> dict[tuple[str, str], torch.dtype]:
@@ -113,14 +112,21 @@ class WidenedCpu(TorchDispatchMode):
         kwargs = kwargs or {}
         name = func._schema.name
         tensors = [t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)]
-        narrow = next((t.dtype for t in tensors if (name, _C10_NAMES[t.dtype]) in self.table), None)
+        requested = kwargs.get("dtype")
+        if requested is not None and (name, _C10_NAMES[requested]) not in self.table:
+            requested = None
+        narrow = requested or next((t.dtype for t in tensors if (name, _C10_NAMES[t.dtype]) in self.table), None)
         if narrow is None:
             return func(*args, **kwargs)
         compute = self.table[(name, _C10_NAMES[narrow])]
+
         def widen(t):
-            return t.to(compute) if t.dtype == narrow else t
+            # Under dtype=<narrow> a reduction's input is cast to it first, as CUDA's are.
+            return t.to(narrow).to(compute) if t.dtype == narrow or requested else t
 
         wide_args, wide_kwargs = _map(args, widen), _map(kwargs, widen)
+        if requested:
+            wide_kwargs["dtype"] = compute
         out = func(*wide_args, **wide_kwargs)
         schema_args = func._schema.arguments
         write_names = {a.name for a in schema_args if a.alias_info is not None and a.alias_info.is_write}
@@ -142,6 +148,37 @@ class WidenedCpu(TorchDispatchMode):
                 if id(w) == wide_id:
                     orig.resize_(w.shape).copy_(w)
         return _map(out, narrow_back)
+
+
+class HalfPrecisionFftCpu(TorchDispatchMode):
+    """cpu's transforms (given float32 inputs) with each result rounded to half precision."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func._schema.name not in FFT_TRANSFORMS:
+            return out
+        return out.to(_half_precision(out.dtype)).to(out.dtype)
+
+
+def _half_precision(dtype: torch.dtype) -> torch.dtype:
+    return torch.complex32 if dtype.is_complex else torch.float16
+
+
+def _half_fft_on_cpu(op, sample):
+    """What CUDA computes for a float16 torch.fft sample, on cpu."""
+    with HalfPrecisionFftCpu():
+        wide = _call(op, sample, "cpu", lambda t: t.float() if t.dtype == torch.float16 else t)
+    return _map(wide, lambda t: t.to(_half_precision(t.dtype)))
+
+
+class CudaComplexNansum(TorchDispatchMode):
+    """cpu, with nansum of a complex input as CUDA defines it: the sum of its non-NaN elements."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func._schema.name == "aten::nansum" and args[0].is_complex():
+            x, dim, *rest = (*args, None) if len(args) == 1 else args
+            return torch.ops.aten.sum.dim_IntList(x.masked_fill(x.isnan(), 0), dim, *rest, **(kwargs or {}))
+        return func(*args, **(kwargs or {}))
 
 
 def _call(op, sample, device, convert=lambda t: t):
@@ -200,6 +237,16 @@ def test_cuda_only_dtypes_of_op_db_run_on_npu_as_cpu_in_the_wider_dtype():
                     _call(op, sample, NPU)
                 counts["not served (listed)"] += 1
                 continue
+            if op.name.startswith("fft.") and dtype == torch.float16:
+                _assert_bits_equal(_call(op, sample, NPU), _half_fft_on_cpu(op, sample), what)
+                counts["float16 fft as cuFFT"] += 1
+                continue
+            if op.name in ("nansum", "nanmean") and dtype.is_complex:
+                with WidenedCpu(table), CudaComplexNansum():
+                    want = _call(op, sample, "cpu")
+                _assert_bits_equal(_call(op, sample, NPU), want, what)
+                counts["complex nansum as CUDA"] += 1
+                continue
             failed = probe.failed
             key = (failed, _C10_NAMES[dtype])
             assert key in table, f"{what}: cpu's {failed} has no {dtype} kernel and the widening table lacks it"
@@ -209,7 +256,8 @@ def test_cuda_only_dtypes_of_op_db_run_on_npu_as_cpu_in_the_wider_dtype():
             _assert_bits_equal(_call(op, sample, NPU), want, what)
             counts["agree in the wider dtype"] += 1
     print(dict(counts))
-    assert counts["agree in the wider dtype"] > 0
+    assert counts["agree in the wider dtype"] > 0 and counts["float16 fft as cuFFT"] > 0
+    assert counts["complex nansum as CUDA"] > 0 and counts["not served (listed)"] == 0
     assert {op for op, _ in table} - reached == REACHED_ELSEWHERE
 
 
@@ -288,3 +336,64 @@ def test_widened_ops_are_captured_and_replayed_in_npu_graphs():
         graph.replay()
         assert counts.dtype == torch.int32
         assert torch.equal(counts.cpu(), torch.bincount(fresh, minlength=8).int())
+
+
+@pytest.mark.parametrize("dtype", [torch.complex32, torch.complex64, torch.complex128], ids=str)
+def test_complex_nansum_and_nanmean_skip_nan_elements_like_cuda(dtype):
+    # Small integers: every sum is exact, so the order of the additions does not matter.
+    g = torch.Generator().manual_seed(0)
+    real = torch.randint(-8, 8, (6, 5), generator=g).double()
+    imag = torch.randint(-8, 8, (6, 5), generator=g).double()
+    real[1, 2] = float("nan")  # a NaN real part drops the whole element
+    imag[4, 0] = float("nan")
+    real[3, 3] = imag[3, 3] = float("nan")
+    nan = real.isnan() | imag.isnan()
+    x = torch.complex(real, imag)
+    wide = x.to(torch.complex64 if dtype == torch.complex32 else dtype)
+    x = wide.to(dtype).to(NPU)
+    want_sum = torch.complex(real.masked_fill(nan, 0).sum(1), imag.masked_fill(nan, 0).sum(1))
+    kept = (~nan).sum(1)
+    got = torch.nansum(x, dim=1)
+    assert got.dtype == dtype
+    assert torch.equal(got.cpu().to(torch.complex128), want_sum)
+    got_mean = torch.nanmean(x, dim=1)
+    assert got_mean.dtype == dtype
+    torch.testing.assert_close(got_mean.cpu().to(torch.complex128), want_sum / kept,
+                               rtol=1e-3 if dtype == torch.complex32 else 1e-6, atol=0)
+    out = torch.empty(0, dtype=dtype, device=NPU)
+    assert torch.nansum(x, dim=1, out=out) is out and torch.equal(out.cpu().to(torch.complex128), want_sum)
+    with pytest.raises(RuntimeError, match="does not support complex inputs"):
+        torch.nansum(wide)  # cpu keeps its refusal
+
+
+def test_complex_nansum_gradient_is_zero_at_nan_elements():
+    x = torch.tensor([1 + 2j, complex(float("nan"), 1), 3 - 1j], dtype=torch.complex64)
+    leaf = x.to(NPU).requires_grad_()
+    torch.nansum(leaf).abs().backward()
+    ref = x.clone().requires_grad_()
+    torch.where(ref.isnan(), 0, ref).sum().abs().backward()
+    assert torch.equal(leaf.grad.cpu(), ref.grad) and ref.grad[1] == 0
+
+
+def test_prod_with_complex32_dtype_computes_in_complex64_like_cuda():
+    g = torch.Generator().manual_seed(1)
+    x = torch.complex(torch.rand(7, generator=g) + 0.5, torch.rand(7, generator=g) - 0.5)
+    for given in (x.to(torch.complex32), x, (x.real * 4).long()):
+        got = torch.prod(given.to(NPU), dtype=torch.complex32)
+        want = torch.prod(given.to(torch.complex32).to(torch.complex64)).to(torch.complex32)
+        assert got.dtype == torch.complex32
+        assert torch.equal(got.cpu().to(torch.complex64), want.to(torch.complex64)), given.dtype
+    got = torch.sum(x.to(NPU), dim=0, dtype=torch.complex32)
+    want = torch.sum(x.to(torch.complex32).to(torch.complex64), 0).to(torch.complex32)
+    assert got.dtype == torch.complex32 and torch.equal(got.cpu().to(torch.complex64), want.to(torch.complex64))
+
+
+def test_stft_of_float16_computes_the_transform_in_float32():
+    x = torch.randn(2, 256, generator=torch.Generator().manual_seed(2)).half()
+    window = torch.hann_window(64).half()
+    got = torch.stft(x.to(NPU), 64, hop_length=16, window=window.to(NPU), return_complex=True)
+    with WidenedCpu(widening_table()):
+        want = torch.stft(x, 64, hop_length=16, window=window, return_complex=True)
+    _assert_bits_equal(got, want, "stft")
+    with pytest.raises(RuntimeError, match="powers of two"):
+        torch.stft(x.to(NPU), 48, return_complex=True, window=torch.ones(48, dtype=torch.half, device=NPU))

@@ -3,7 +3,10 @@
 Every sample of ``op_db``'s ``nn.functional.scaled_dot_product_attention`` entry, in every
 dtype cpu supports, runs forward and backward on cpu and on npu from the same inputs and
 output gradient; outputs and input gradients compare with ``torch.equal``. Samples with
-dropout seed cpu's and npu's default generators alike.
+dropout draw on both devices from one stream: npu seeded, cpu loaded with the engine state
+npu's generator draws from at that seed (``philox_reference``). The OpInfo's own op is not
+called: it seeds both devices with ``torch.manual_seed(42)``, under which npu's Philox
+stream and cpu's Twister differ, as CUDA's and cpu's do.
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import torch
 from torch.testing._internal.common_methods_invocations import op_db
 
 import torch_npu  # noqa: F401
+from philox_reference import twister_state
 
 NPU = torch.device("npu", 0)
 SDPA = next(op for op in op_db if op.name == "nn.functional.scaled_dot_product_attention")
@@ -27,8 +31,9 @@ def _to(value, device):
 def _run(sample, device, seed):
     args = [_to(sample.input, device)] + [_to(a, device) for a in sample.args]
     kwargs = {k: _to(v, device) for k, v in sample.kwargs.items()}
-    torch.manual_seed(seed) if device == "cpu" else torch.npu.manual_seed(seed)
-    out = SDPA(*args, **kwargs)
+    # cpu draws from the engine state of the npu stream at (seed, offset 0): same keep-masks.
+    torch.set_rng_state(twister_state(seed, 0)) if device == "cpu" else torch.npu.manual_seed(seed)
+    out = torch.nn.functional.scaled_dot_product_attention(*args, **kwargs)
     leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed)).to(out.dtype)
     grads = torch.autograd.grad(out, leaves, grad_out.to(device)) if leaves else ()

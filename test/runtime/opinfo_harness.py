@@ -8,7 +8,8 @@ sample inputs on cpu and on npu copies of them (views keep their storage and geo
 in a forked child per operator, so a crash is a counted failure instead of a dead run:
 float32 forward and backward, and float16, bfloat16, int64, complex64 and bool forward,
 for the dtypes the operator supports on cpu. Random operators are compared under the
-same seed. A sample agrees when both devices give equal results (default tolerances of
+same stream: npu seeded, cpu loaded with the engine state npu draws from at that seed
+(``philox_reference``), so a random call gives both devices the same numbers. A sample agrees when both devices give equal results (default tolerances of
 ``torch.testing.assert_close``, results on npu) or both raise the same exception type.
 
 A disagreement is charged to npu only when the cpu reference is sound: the cpu call is
@@ -42,12 +43,17 @@ import signal
 import sys
 import time
 import traceback
+import unittest.mock
 import zlib
 from typing import Any
 
 import torch
 
 import torch_npu  # noqa: F401  (registers the npu device; initialises nothing)
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from philox_reference import twister_state  # noqa: E402
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.complex64, torch.bool)
 # Their results are whatever the allocator's memory held: no value to compare.
@@ -145,12 +151,26 @@ def compare(npu_out: Any, cpu_out: Any, result_device: str = "npu") -> str | Non
     return None
 
 
+_seed_devices = torch.manual_seed
+
+
+def seed_one_stream(seed: int) -> torch.Generator:
+    """``torch.manual_seed`` for both devices, then cpu's generator loaded with the engine
+    state npu draws from at (seed, offset 0): a random call draws the same on both."""
+    generator = _seed_devices(seed)
+    torch.set_rng_state(twister_state(int(seed), 0))
+    return generator
+
+
 def call(op: Any, sample: Any, seed: int) -> tuple[Any, BaseException | None]:
-    torch.manual_seed(seed)
-    try:
-        return op(sample.input, *sample.args, **sample.kwargs), None
-    except Exception as exc:  # an error is a result too: both devices must agree on it
-        return None, exc
+    # Random OpInfos seed inside their op (``wrapper_set_seed`` calls torch.manual_seed(42)):
+    # that seeding is routed through seed_one_stream too.
+    with unittest.mock.patch.object(torch, "manual_seed", seed_one_stream):
+        seed_one_stream(seed)
+        try:
+            return op(sample.input, *sample.args, **sample.kwargs), None
+        except Exception as exc:  # an error is a result too: both devices must agree on it
+            return None, exc
 
 
 def differentiable_outputs(out: Any) -> list[torch.Tensor]:

@@ -70,8 +70,9 @@ def test_npu_format_cast_autograd_and_errors():
         torch_npu.get_npu_format(torch.ones(2))
 
 
-def test_fake_tensors_of_npu_tensors_carry_metadata():
-    import torch._dynamo  # noqa: F401 - the compile trigger's setup steps run on this import
+def test_traced_code_sees_the_format_of_the_real_tensor():
+    # A fake tensor holds no backend metadata of the real tensor it stands for;
+    # get_npu_format's fake kernel asks the fake mode which real tensor that is.
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
     x = torch_npu.npu_format_cast(torch.randn(4, 4, device="npu"), 29)
@@ -79,22 +80,27 @@ def test_fake_tensors_of_npu_tensors_carry_metadata():
     mode = FakeTensorMode()
     fake, fake_plain = mode.from_tensor(x), mode.from_tensor(plain)
     assert isinstance(fake, FakeTensor) and fake.device == x.device
-    assert torch._utils.get_tensor_metadata(fake) == torch._utils.get_tensor_metadata(x) == {"npu_format_29": True}
-    assert torch._utils.get_tensor_metadata(fake_plain) == {}
     with mode:
         assert torch_npu.get_npu_format(fake) == 29
         assert torch_npu.get_npu_format(fake_plain) == 2
-        assert torch_npu.get_npu_format(torch_npu.npu_format_cast(fake, 3)) == 3
+        assert torch_npu.get_npu_format(torch_npu.npu_format_cast(fake, 3)) == 3  # a traced cast
+        assert torch_npu.get_npu_format(fake * 2) == 2  # an op's output has no real tensor
+    # Another mode has its own records.
+    assert torch_npu.get_npu_format(FakeTensorMode().from_tensor(x)) == 29
 
-    # The fakes Dynamo traces with are made the same way.
-    seen = []
+    def branch(t):
+        return t * 2 if torch_npu.get_npu_format(t) == 29 else t * 3
 
-    def backend(gm, example_inputs):
-        seen.extend(torch._utils.get_tensor_metadata(n.meta["example_value"])
-                    for n in gm.graph.nodes if n.op == "placeholder")
-        return gm
+    for backend in ("eager", "aot_eager"):
+        torch._dynamo.reset()
+        compiled = torch.compile(branch, backend=backend)
+        assert torch.equal(compiled(x).cpu(), x.cpu() * 2), backend
+        assert torch.equal(compiled(plain).cpu(), plain.cpu() * 3), backend
 
-    torch._dynamo.reset()
-    out = torch.compile(lambda t: t * 2, backend=backend)(x)
-    assert seen == [{"npu_format_29": True}]
-    torch.testing.assert_close(out.cpu(), x.cpu() * 2)
+    class Branch(torch.nn.Module):
+        def forward(self, t):
+            return branch(t)
+
+    exported = torch.export.export(Branch(), (x,), strict=False)
+    assert torch.equal(exported.module()(x).cpu(), x.cpu() * 2)
+

@@ -262,3 +262,36 @@ def test_out_resized_over_the_storage_of_its_input_in_capture():
         result = run("npu")
     g.replay()
     assert torch.equal(result.cpu(), run("cpu"))
+
+
+@pytest.mark.parametrize("self_shape", [(), (3,), (2, 3)], ids=["0-dim", "1-dim", "2-dim"])
+def test_addr_in_place_refuses_a_self_it_would_broadcast_as_cpu(self_shape):
+    # ATen's addr.out tells the in-place call from out= by comparing C++ references.
+    def run(dev):
+        x = torch.ones(self_shape, device=dev)
+        x.addr_(torch.arange(2.0, device=dev), torch.arange(3.0, device=dev), beta=2)
+        return x
+
+    if self_shape == (2, 3):
+        assert torch.equal(run("npu").cpu(), run("cpu"))
+        return
+    expected = raised(run, "cpu")
+    got = raised(run, "npu")
+    assert type(got) is type(expected) and str(got).splitlines()[0] == str(expected).splitlines()[0]
+    assert "2D tensor expected" in str(got)
+
+
+@pytest.mark.parametrize("call", [
+    lambda x, out: torch.narrow_copy(x, 0, 1, 2, out=out),
+    lambda x, out: torch.ops.aten.avg_pool3d.out(x.reshape(1, 1, 1, 4, 3), [1, 2, 1], [1, 2, 1], [0, 0, 0],
+                                                 False, True, None, out=out.reshape(1, 1, 1, 2, 3)),
+], ids=["narrow_copy", "avg_pool3d"])
+def test_out_that_overlaps_itself_is_refused_where_cpus_kernel_writes_past_it(call):
+    x = torch.arange(12.0).reshape(4, 3).npu()
+    out = torch.zeros(1, 3, device="npu").expand(2, 3)  # 2 x 3 elements over 3 floats
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        call(x, out)
+    assert torch.equal(out.cpu(), torch.zeros(2, 3))
+    fresh = torch.empty(2, 3, device="npu")
+    call(x, fresh)  # a plain out= computes as on cpu
+    assert torch.equal(fresh.cpu(), call(x.cpu(), torch.empty(2, 3)).reshape(2, 3))

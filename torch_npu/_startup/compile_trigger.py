@@ -51,7 +51,6 @@ STEPS: dict[str, tuple[str, ...]] = {
         "stream_handlers",
         "graphsafe_rng",
         "rng_prims",
-        "fake_tensor_backend_meta",
         "backends",
         "transfer_to_npu_tracing",
     ),

@@ -84,14 +84,6 @@ def rng_prims() -> None:
     _patches.apply("rng_prims_npu")
 
 
-def fake_tensor_backend_meta() -> None:
-    # Tracing fakifies npu tensors; their backend metadata (NPU formats) must come along:
-    # see the patch's docstring.
-    from torch_npu import _patches
-
-    _patches.apply("fake_tensor_backend_meta")
-
-
 def reduce_overhead_policy() -> None:
     # mode="reduce-overhead" replays npu graphs from NPU graph trees through Inductor's
     # cudagraph_policy slot, installed for every thread: see the patch's docstring.

@@ -16,6 +16,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
@@ -213,6 +214,50 @@ void launch_host_kernel(py::function fn, py::args args, py::kwargs kwargs) {
                      });
 }
 
+// `torch.npu._launch_host_kernel(fn, *args, name=..., writes=...)`, the entry point every
+// compiled npu kernel goes through. A vectorcall C function rather than a pybind11
+// binding: when nothing observes and nothing captures, which is every launch outside a
+// profiler, a sanitizer or a graph capture, the kernel is called with the caller's own
+// argument array (no tuple, no keyword dict, no argument conversion), so a launch costs
+// little more than the direct call Inductor makes for a cpu kernel. Otherwise the
+// arguments become a tuple and a dict and launch_host_kernel decides.
+PyObject* launch_host_kernel_vectorcall(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs,
+                                        PyObject* kwnames) {
+  HANDLE_TH_ERRORS
+  if (nargs < 1 || !PyCallable_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError,
+                    "_launch_host_kernel(fn, *args, name=None, writes=None): the first argument must be the "
+                    "kernel to run (a callable)");
+    return nullptr;
+  }
+  if (!observe::watching() && !is_recording()) {
+    PyObject* result = PyObject_Vectorcall(args[0], args + 1, static_cast<size_t>(nargs - 1), nullptr);
+    if (result == nullptr) return nullptr;
+    Py_DECREF(result);
+    Py_RETURN_NONE;
+  }
+  auto fn = py::reinterpret_borrow<py::function>(args[0]);
+  auto positional = py::reinterpret_steal<py::args>(PyTuple_New(nargs - 1));
+  for (Py_ssize_t i = 1; i < nargs; ++i) {
+    Py_INCREF(args[i]);
+    PyTuple_SET_ITEM(positional.ptr(), i - 1, args[i]);
+  }
+  py::kwargs keywords;
+  const Py_ssize_t nkw = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t i = 0; i < nkw; ++i) {
+    keywords[py::handle(PyTuple_GET_ITEM(kwnames, i))] = py::handle(args[nargs + i]);
+  }
+  launch_host_kernel(fn, positional, keywords);
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef launch_host_kernel_def = {
+    "_launch_host_kernel", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&launch_host_kernel_vectorcall)),
+    METH_FASTCALL | METH_KEYWORDS,
+    "_launch_host_kernel(fn, *args, name=None, writes=None)\n--\n\nRuns host kernel fn(*args) on the current npu "
+    "stream, or records it while that stream is being captured."};
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -227,6 +272,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_init", &lazy_init);
   m.def("_is_initialized", &is_initialized);
   m.def("_is_in_bad_fork", &in_bad_fork);
+  m.def("_cpu_allocation_redirect_in_force", &cpu_allocation_redirect_in_force);
   m.def("_get_npu_format", [](const at::Tensor& t) { return npu_format_of(t); });
   m.def("_set_npu_format", [](const at::Tensor& t, int64_t format) { set_npu_format(t, format); });
   m.def("_device_count", []() { return static_cast<int64_t>(device_count()); });
@@ -287,7 +333,8 @@ PYBIND11_MODULE(_C, m) {
         THPGenerator_initDefaultGenerator(default_generator(resolve_device_index(i))));
   });
   m.def("_is_current_stream_capturing", []() { return active_capture() != nullptr; });
-  m.def("_launch_host_kernel", &launch_host_kernel);
+  m.add_object("_launch_host_kernel",
+               py::reinterpret_steal<py::object>(PyCFunction_NewEx(&launch_host_kernel_def, nullptr, nullptr)));
   m.def("_graph_pool_handle", &graph_pool_handle);
   // Graph trees hand out a replay's static outputs as tensors over a storage of their own
   // (sharing the graph's memory and keeping the graph's storage alive), so that one

@@ -19,7 +19,6 @@ schema, which is what the catalog of schemas is built from.
 """
 from __future__ import annotations
 
-import sys
 from typing import Callable
 
 import torch
@@ -38,8 +37,9 @@ STAND_INS: dict[str, torch.library.Library] = {}
 class OpFamily:
     """The registrations of one operator family."""
 
-    def __init__(self) -> None:
-        stand_ins = STAND_INS.pop(sys._getframe(1).f_globals.get("__name__", ""), None)
+    def __init__(self, module: str) -> None:
+        """``module``: the family module's ``__name__`` (its stand-in kernels are dropped)."""
+        stand_ins = STAND_INS.pop(module, None)
         if stand_ins is not None:
             torch.library.Library._destroy(stand_ins)
         self.library = torch.library.Library(NAMESPACE, "FRAGMENT")

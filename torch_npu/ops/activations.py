@@ -23,7 +23,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_swiglu", "npu_gelu", "npu_silu"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 GELU_APPROXIMATIONS = ("none", "tanh")

@@ -21,7 +21,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_fused_attention_score"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 

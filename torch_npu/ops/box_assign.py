@@ -19,7 +19,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_grid_assign_positive"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 

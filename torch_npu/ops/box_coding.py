@@ -33,7 +33,7 @@ __all__ = [
     "npu_anchor_response_flags",
 ]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 BOX_DTYPES = (torch.float16, torch.float32)

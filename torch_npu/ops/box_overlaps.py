@@ -32,7 +32,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_iou", "npu_giou", "npu_diou", "npu_ciou"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 BOX_DTYPES = (torch.float16, torch.bfloat16, torch.float32)

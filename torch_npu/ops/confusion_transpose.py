@@ -15,7 +15,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_confusion_transpose"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 

@@ -31,7 +31,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_conv3d", "npu_deformable_conv2d"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 

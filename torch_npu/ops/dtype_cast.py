@@ -13,7 +13,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_dtype_cast"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 

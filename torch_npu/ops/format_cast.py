@@ -52,10 +52,36 @@ def _format_cast_fake(self: torch.Tensor, acl_format: int) -> torch.Tensor:
     return out
 
 
+ND_FORMAT = 2
+
+
+def _format_of_real_tensor(fake: torch.Tensor) -> int:
+    """The format of the real tensor ``fake`` was made from, read from its fake mode's records.
+
+    A fake tensor is a meta tensor: it holds no backend metadata of the real one. Its mode's
+    converter keeps, for every real tensor it converted (bases of views included), the
+    tensor's id and the fake made for that id, both weakly; the real tensor is found by the
+    fake's identity. A fake made some other way (a traced op's output) has no real tensor.
+    """
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if not isinstance(fake, FakeTensor):
+        return ND_FORMAT
+    converter = fake.fake_mode.fake_tensor_converter.meta_converter
+    tensor_id = next((tid for tid, made in list(converter.tensor_memo.items()) if made is fake), None)
+    if tensor_id is None:
+        return ND_FORMAT
+    real = next((t for t, tid in list(converter.describer.lookup_tensor.items()) if tid == tensor_id), None)
+    if real is None or real.device.type != "npu":
+        return ND_FORMAT
+    return _C._get_npu_format(real)
+
+
 def _get_npu_format_fake(self: torch.Tensor) -> int:
-    # The format is the fake tensor's backend metadata, carried from the real tensor it was
-    # made from (see torch_npu._patches.fake_tensor_backend_meta) or set by a traced cast.
-    return _C._get_npu_format(self)
+    # A format cast traced in this graph recorded the format on its fake output; a fake input
+    # answers with the format of the real tensor it stands for.
+    recorded = _C._get_npu_format(self)
+    return recorded if recorded != ND_FORMAT else _format_of_real_tensor(self)
 
 
 def _get_npu_format_npu(self: torch.Tensor) -> int:
@@ -66,9 +92,10 @@ def _format_cast_backward(ctx, grad):
     return grad, None
 
 
-# The fake kernels read and write the format in the fake tensors' own backend metadata, which a
-# Meta kernel (run on meta copies) would not see: they are real fake registrations.
-_family = OpFamily()
+# The fake kernels read and write the format in the fake tensors' own backend metadata and
+# find the real tensor a fake stands for, which a Meta kernel (run on meta copies) could not:
+# they are real fake registrations.
+_family = OpFamily(__name__)
 _family.define("npu_format_cast(Tensor self, int acl_format) -> Tensor", kernel=_format_cast_npu,
                fake=_format_cast_fake, backward=_format_cast_backward, fake_needs_context=True)
 _family.define("get_npu_format(Tensor self) -> int", kernel=_get_npu_format_npu, fake=_get_npu_format_fake,

@@ -258,7 +258,7 @@ def _backward(ctx, dout, *unused_grads):
     return tuple(grads)
 
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 # The kernels also serve cpu tensors (they are the runtime's host kernels). The forward's fake
 # kernel needs the fake context for the run-time dropout seed (an unbacked SymInt); the grad
 # op's shape function does not, so it is a Meta kernel (FakeTensorMode runs it).

@@ -25,7 +25,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_geglu", "npu_fast_gelu", "fast_gelu"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 # Ascend's integer code for the GELU form -> torch's ``approximate`` string.

@@ -17,7 +17,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_group_norm_silu"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 

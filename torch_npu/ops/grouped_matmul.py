@@ -33,7 +33,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_grouped_matmul"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 OP = "npu_grouped_matmul"

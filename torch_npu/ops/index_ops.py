@@ -20,7 +20,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_one_hot", "npu_scatter_nd_update"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 

@@ -450,7 +450,7 @@ def _fused_infer_attention_score_fake(query, key, value, **kwargs):
 
 # The kernels also serve cpu tensors (they are the runtime's host kernels). The shape functions
 # are Meta kernels (FakeTensorMode runs them, and so do meta tensors): none needs the fake context.
-_family = OpFamily()
+_family = OpFamily(__name__)
 _KEYS = ("CPU", "PrivateUse1")
 _family.define(_PFA_SCHEMA, kernel=_prompt_flash_attention, fake=_prompt_flash_attention_fake, kernel_keys=_KEYS)
 _family.define(_IFA_SCHEMA, kernel=_incre_flash_attention, fake=_incre_flash_attention_fake, kernel_keys=_KEYS)

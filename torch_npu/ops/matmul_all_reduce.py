@@ -22,7 +22,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_mm_all_reduce_base"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 HALF_DTYPES = (torch.float16, torch.bfloat16)

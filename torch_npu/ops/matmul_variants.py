@@ -29,7 +29,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_bmmV2", "npu_linear", "matmul_checksum"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 MATMUL_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.int32)

@@ -23,7 +23,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_moe_gating_top_k_softmax", "npu_moe_init_routing"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 MAX_K = 1024

@@ -27,7 +27,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_moe_compute_expert_tokens", "npu_moe_finalize_routing"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 MAX_EXPERTS = 2048

@@ -34,7 +34,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_nms_v4", "npu_nms_with_mask", "npu_batch_nms"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 BOX_DTYPES = (torch.float16, torch.float32)

@@ -19,7 +19,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_rms_norm", "npu_add_rms_norm"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 # Ascend pairs x with gamma of the same dtype, or a float16/bfloat16 x with a float32 gamma.

@@ -24,7 +24,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_dynamic_quant", "npu_quant_matmul"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 _QUANT_RANGE = {torch.int8: 127, torch.quint4x2: _int4.MAX}

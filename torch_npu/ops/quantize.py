@@ -32,7 +32,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_quantize", "npu_group_quant", "npu_dynamic_quant_asymmetric"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 # target dtype -> (storage dtype, min, max)

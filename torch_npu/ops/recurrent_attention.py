@@ -41,7 +41,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_lstm", "npu_multi_head_attention"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 

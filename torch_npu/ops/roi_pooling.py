@@ -32,7 +32,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_roi_align", "npu_ps_roi_pooling"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 

@@ -27,7 +27,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_rotary_mul", "npu_apply_rotary_pos_emb"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 ROTARY_MODES = ("half", "interleave")

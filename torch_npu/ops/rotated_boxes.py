@@ -27,7 +27,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_rotated_overlaps", "npu_rotated_iou"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 INSIDE_TOLERANCE = 1e-9

@@ -16,7 +16,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_sign_bits_pack", "npu_sign_bits_unpack"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 BITS = 8

@@ -16,7 +16,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_scaled_masked_softmax"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 MASKED_SCORE = -10000.0

@@ -25,7 +25,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_softmax_cross_entropy_with_logits", "npu_dropout_with_add_softmax"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 

@@ -24,7 +24,7 @@ from .format_cast import _check_format
 
 __all__: list[str] = []
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 _lib = _family.library
 
 _ND = 2

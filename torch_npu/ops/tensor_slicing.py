@@ -31,7 +31,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_pad", "npu_slice", "npu_transpose", "npu_indexing", "npu_stride_add"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 C0 = 16  # channels per C1 block of Ascend's 5HD layout

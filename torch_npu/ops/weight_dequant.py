@@ -27,7 +27,7 @@ from torch_npu.ops._op_family import OpFamily
 
 __all__ = ["npu_anti_quant", "npu_weight_quant_batchmatmul"]
 
-_family = OpFamily()
+_family = OpFamily(__name__)
 INDUCTOR_DECOMPOSITIONS = _family.decompositions
 
 HALF_DTYPES = (torch.float16, torch.bfloat16)

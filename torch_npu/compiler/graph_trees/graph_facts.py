@@ -25,9 +25,16 @@ def _val(node: torch.fx.Node) -> Any:
 
 
 def graph_devices(gm: torch.fx.GraphModule) -> set[torch.device]:
-    """Devices of the tensors the graph computes or takes (meta tensors excluded)."""
+    """Devices of the tensors the graph computes or uses (meta tensors excluded).
+
+    An input no node uses is no work on its device, as Inductor counts it too: compiled
+    autograd hands its graph the sizes it specialises on as empty cpu tensors, unused once
+    traced, and they must not keep its backward graph from being captured.
+    """
     devices: set[torch.device] = set()
     for node in gm.graph.nodes:
+        if node.op == "placeholder" and not node.users:
+            continue
         val = _val(node)
         vals = val if isinstance(val, (list, tuple)) else (val,)
         for v in vals:

@@ -46,6 +46,8 @@ const Table& widening_table() {
                              "logaddexp", "sum", "prod", "_fft_c2c", "_fft_c2r"}) {
       t[std::string("aten::") + name] = complex_half;
     }
+    // A float16 signal (torch.stft, direct calls; the torch.fft composites: half_precision_fft.cpp).
+    t["aten::_fft_r2c"] = half_only;
     t["aten::trace"] = {{S::ComplexHalf, S::ComplexFloat}, {S::Bool, S::Byte}};
     t["aten::abs"] = {{S::Bool, S::Byte}};
     t["aten::histc"] = integers;
@@ -72,11 +74,24 @@ std::optional<at::ScalarType> narrowed(at::ScalarType computed, const Widening& 
   return std::nullopt;
 }
 
+// True for a ScalarType argument (`dtype=`) that holds `narrow`: torch.prod(x, dtype=complex32)
+// asks cpu's kernel for a result dtype it lacks just as a complex32 tensor does.
+bool is_narrow_dtype_argument(const c10::Argument& arg, const c10::IValue& iv, at::ScalarType narrow) {
+  if (!iv.isInt()) return false;
+  c10::TypePtr type = arg.real_type();
+  if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
+  return type->kind() == c10::TypeKind::ScalarTypeType && static_cast<at::ScalarType>(iv.toInt()) == narrow;
+}
+
 const Widening* widening_for(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t begin) {
   const Table& table = widening_table();
   auto it = table.find(op.schema().name());
   if (it == table.end()) return nullptr;
+  const auto& args = op.schema().arguments();
   for (size_t i = begin; i < stack.size(); ++i) {
+    for (const Widening& w : it->second) {
+      if (is_narrow_dtype_argument(args[i - begin], stack[i], w.narrow)) return &w;
+    }
     if (!stack[i].isTensor()) continue;
     const at::Tensor& t = stack[i].toTensor();
     if (!t.defined()) continue;
@@ -93,14 +108,26 @@ void run_widened(const c10::OperatorHandle& op, c10::DispatchKeySet cpu_keys, to
   // Arguments the kernel writes (in-place self, out=): the widened copy is written, then
   // rounded back into the caller's tensor, which is what the kernel returns.
   std::vector<std::pair<at::Tensor, at::Tensor>> written;  // (caller's tensor, widened copy)
+  // A reduction given dtype= first casts its input to that dtype (CUDA's reductions do), so
+  // under dtype=<narrow> an input of another dtype is rounded to the narrow one first.
+  bool narrow_dtype_requested = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    narrow_dtype_requested |= is_narrow_dtype_argument(args[i], (*stack)[begin + i], w.narrow);
+  }
   for (size_t i = 0; i < args.size(); ++i) {
     c10::IValue& iv = (*stack)[begin + i];
+    if (is_narrow_dtype_argument(args[i], iv, w.narrow)) {
+      iv = static_cast<int64_t>(w.compute);
+      continue;
+    }
     if (!iv.isTensor()) continue;
     const at::Tensor t = iv.toTensor();
-    if (!t.defined() || t.scalar_type() != w.narrow) continue;
-    at::Tensor wide = t.to(w.compute);
+    if (!t.defined()) continue;
     const auto* alias = args[i].alias_info();
-    if (alias != nullptr && alias->isWrite()) written.emplace_back(t, wide);
+    const bool is_written = alias != nullptr && alias->isWrite();
+    if (t.scalar_type() != w.narrow && !(narrow_dtype_requested && !is_written)) continue;
+    at::Tensor wide = t.to(w.narrow).to(w.compute);
+    if (is_written) written.emplace_back(t, wide);
     iv = wide;
   }
   op.redispatchBoxed(cpu_keys, stack);

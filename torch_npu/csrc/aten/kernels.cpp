@@ -23,13 +23,16 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/add_cpu_dispatch.h>
+#include <ATen/ops/div_cpu_dispatch.h>
+#include <ATen/ops/mul_cpu_dispatch.h>
+#include <ATen/ops/sub_cpu_dispatch.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
 #include <algorithm>
-#include <unordered_map>
 
 namespace torch_npu {
 
@@ -74,18 +77,23 @@ bool is_generator_type(const c10::TypePtr& type) {
   return false;
 }
 
+// The npu storages that took over the memory of the CPU kernel's outputs, by CPU storage
+// (outputs that are views of one CPU storage become views of one npu storage).
+using AdoptedStorages = c10::SmallVector<std::pair<c10::StorageImpl*, c10::Storage>, 2>;
+
 struct FallbackCall {
   const c10::OperatorHandle& op;
   // npu tensors (strided) and the CPU aliases handed to the kernel, one entry per npu
   // tensor; views of one npu storage share one CPU storage, so the CPU kernel's overlap
   // checks apply.
+  // (Inline room for a few tensors: an ordinary call makes no heap allocation here.)
   CpuAliasSet aliases;
-  std::vector<std::pair<at::Tensor, at::Tensor>> npu_to_cpu;
+  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 4> npu_to_cpu;
   // npu sparse tensors and the SparseCPU tensors over the aliases of their parts.
   std::vector<std::pair<at::Tensor, at::Tensor>> sparse_to_cpu;
   // cpu tensors and tensors of another npu device, with their argument index: checked
   // against CUDA's rule once the operator's device is known.
-  std::vector<std::pair<size_t, at::Tensor>> foreign;
+  c10::SmallVector<std::pair<size_t, at::Tensor>, 2> foreign;
   c10::DeviceIndex device = -1;
   size_t arg_index = 0;
 
@@ -123,7 +131,7 @@ struct FallbackCall {
     return cpu;
   }
 
-  at::Tensor to_npu(const at::Tensor& cpu, std::unordered_map<c10::StorageImpl*, c10::Storage>& adopted) {
+  at::Tensor to_npu(const at::Tensor& cpu, AdoptedStorages& adopted) {
     if (!cpu.defined()) return cpu;
     for (const auto& m : npu_to_cpu) {
       if (m.second.unsafeGetTensorImpl() == cpu.unsafeGetTensorImpl()) return m.first;
@@ -150,9 +158,11 @@ struct FallbackCall {
     }
     TORCH_CHECK(s->data_ptr().get() != nullptr || s->nbytes() == 0, op.schema().name(),
                 " returned a cpu tensor without memory, which cannot become an npu tensor");
-    auto it = adopted.find(s);
-    if (it == adopted.end()) it = adopted.emplace(s, adopt_storage(s, device)).first;
-    return npu_tensor_over(it->second, cpu);
+    for (const auto& a : adopted) {
+      if (a.first == s) return npu_tensor_over(a.second, cpu);
+    }
+    adopted.emplace_back(s, adopt_storage(s, device));
+    return npu_tensor_over(adopted.back().second, cpu);
   }
 };
 
@@ -250,7 +260,10 @@ void npu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
   }
 
   CurrentDeviceScope device_scope(call.device);
-  if (active_capture() != nullptr && record_operator(op, stack, call.npu_to_cpu, call.device)) return;
+  if (active_capture() != nullptr &&
+      record_operator(op, stack, {call.npu_to_cpu.begin(), call.npu_to_cpu.end()}, call.device)) {
+    return;
+  }
   const bool sparse = !call.sparse_to_cpu.empty() || ks.has(c10::DispatchKey::SparsePrivateUse1);
   const c10::DispatchKeySet cpu_keys = sparse ? c10::DispatchKeySet({c10::DispatchKey::SparseCPU, c10::DispatchKey::CPU})
                                               : c10::DispatchKeySet(c10::DispatchKey::CPU);
@@ -266,7 +279,7 @@ void npu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
   }
   const size_t num_returns = schema.returns().size();
   const size_t ret_begin = stack->size() - num_returns;
-  std::unordered_map<c10::StorageImpl*, c10::Storage> adopted;
+  AdoptedStorages adopted;
   for (size_t i = 0; i < num_returns; ++i) {
     c10::IValue& iv = (*stack)[ret_begin + i];
     if (iv.isTensor()) {
@@ -505,6 +518,134 @@ at::Scalar npu_local_scalar_dense(const at::Tensor& self) {
   return value;
 }
 
+// ---- unboxed fast path of the hottest elementwise operators -------------------
+//
+// add, sub, mul and div (functional and in place) are most of the small ops a model
+// runs. Through the boxed fallback each call boxes its arguments, walks the schema and
+// redispatches; here, when nothing can make the boxed path behave differently (no
+// profiler or sanitizer watching, no graph capture underway, plain strided tensors on one
+// npu device, or a cpu 0-dim value), the CPU kernel is called directly on the CPU aliases.
+// It is the kernel the fallback's redispatch reaches, so results are the same; every
+// other call, and every call while an observer or a capture is active, takes the fallback.
+
+// A plain npu tensor: strided, with memory, in a dtype the CPU kernels compute as is
+// (ComplexHalf goes through the fallback's dtype widening).
+bool is_plain_npu(const at::Tensor& t) {
+  return t.defined() && t.device().type() == kNpu && t.layout() == at::kStrided && !t._is_zerotensor() &&
+         t.scalar_type() != at::kComplexHalf;
+}
+
+// The device the fast path runs `self (op) other` on, or -1 when the fallback must run it.
+c10::DeviceIndex fast_binary_device(const c10::OperatorHandle& op, const at::Tensor& self, const at::Tensor& other) {
+  if (observe::watching() || C10_UNLIKELY(in_bad_fork()) || !is_plain_npu(self)) return -1;
+  const c10::DeviceIndex device = self.device().index();
+  if (is_plain_npu(other)) {
+    if (other.device().index() != device) return -1;
+  } else if (other.defined() && other.device().type() == c10::kCPU && other.layout() == at::kStrided &&
+             other.dim() == 0 && other.scalar_type() != at::kComplexHalf) {
+    check_foreign_argument(op, 1, other, device);  // the fallback's rule for a cpu value
+  } else {
+    return -1;
+  }
+  // Last: a capture may start on another thread at any time, but only work queued on a
+  // capturing stream is recorded, and that is this thread's current stream.
+  if (active_capture() != nullptr) return -1;
+  return device;
+}
+
+const c10::OperatorHandle& aten_op(const char* name, const char* overload) {
+  // Looked up once per operator (the handles live as long as the dispatcher).
+  return *new c10::OperatorHandle(c10::Dispatcher::singleton().findSchemaOrThrow(name, overload));
+}
+
+template <typename... Args>
+c10::IValue run_fallback(const c10::OperatorHandle& op, Args&&... args) {
+  torch::jit::Stack stack;
+  stack.reserve(sizeof...(Args));
+  (stack.emplace_back(std::forward<Args>(args)), ...);
+  npu_fallback(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), &stack);
+  return std::move(stack.back());
+}
+
+// The CPU alias of `t` if it is an npu tensor; a cpu value as it is.
+at::Tensor cpu_side(const at::Tensor& t, CpuAliasSet& aliases) {
+  return t.device().type() == kNpu ? aliases.alias(t) : t;
+}
+
+// `self (op) other` as a new npu tensor, `cpu_kernel` being the CPU kernel of `op`.
+template <typename CpuKernel>
+at::Tensor fast_binary(const c10::OperatorHandle& op, const at::Tensor& self, const at::Tensor& other,
+                       CpuKernel cpu_kernel) {
+  const c10::DeviceIndex device = fast_binary_device(op, self, other);
+  if (device < 0) return {};
+  // The output is fresh memory, and the CPU kernel checks overlap only between outputs
+  // and inputs: the inputs need no shared CPU storage, so no CpuAliasSet.
+  at::Tensor cpu_self = cpu_alias(self);
+  at::Tensor cpu_other = other.device().type() != kNpu ? other
+                         : other.unsafeGetTensorImpl() == self.unsafeGetTensorImpl() ? cpu_self
+                                                                                       : cpu_alias(other);
+  CurrentDeviceScope device_scope(device);
+  CpuAllocationRedirect redirect(device);
+  return adopt_cpu_result(cpu_kernel(cpu_self, cpu_other), device);
+}
+
+// `self (op)= other` on the npu memory of `self`; false when the fallback must run it.
+// One CpuAliasSet gives views of one storage one CPU storage, so the CPU kernel's overlap
+// checks see what they see on cpu.
+template <typename CpuKernel>
+bool fast_binary_(const c10::OperatorHandle& op, const at::Tensor& self, const at::Tensor& other,
+                  CpuKernel cpu_kernel) {
+  const c10::DeviceIndex device = fast_binary_device(op, self, other);
+  if (device < 0) return false;
+  CpuAliasSet aliases;
+  at::Tensor cpu_self = aliases.alias(self);
+  at::Tensor cpu_other = cpu_side(other, aliases);
+  CurrentDeviceScope device_scope(device);
+  CpuAllocationRedirect redirect(device);
+  cpu_kernel(cpu_self, cpu_other);  // an in-place kernel never resizes self: a mismatch raises
+  return true;
+}
+
+#define NPU_FAST_BINARY_WITH_ALPHA(NAME)                                                                  \
+  at::Tensor npu_##NAME(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {      \
+    static const c10::OperatorHandle& op = aten_op("aten::" #NAME, "Tensor");                             \
+    at::Tensor out = fast_binary(op, self, other, [&](const at::Tensor& a, const at::Tensor& b) {         \
+      return at::cpu::NAME(a, b, alpha);                                                                  \
+    });                                                                                                   \
+    return out.defined() ? out : run_fallback(op, self, other, alpha).toTensor();                         \
+  }                                                                                                       \
+  at::Tensor& npu_##NAME##_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {        \
+    static const c10::OperatorHandle& op = aten_op("aten::" #NAME "_", "Tensor");                         \
+    if (!fast_binary_(op, self, other,                                                                    \
+                      [&](at::Tensor& a, const at::Tensor& b) { at::cpu::NAME##_(a, b, alpha); })) {      \
+      run_fallback(op, self, other, alpha);                                                               \
+    }                                                                                                     \
+    return self;                                                                                          \
+  }
+
+#define NPU_FAST_BINARY(NAME)                                                                             \
+  at::Tensor npu_##NAME(const at::Tensor& self, const at::Tensor& other) {                                \
+    static const c10::OperatorHandle& op = aten_op("aten::" #NAME, "Tensor");                             \
+    at::Tensor out = fast_binary(op, self, other,                                                         \
+                                 [](const at::Tensor& a, const at::Tensor& b) { return at::cpu::NAME(a, b); }); \
+    return out.defined() ? out : run_fallback(op, self, other).toTensor();                                \
+  }                                                                                                       \
+  at::Tensor& npu_##NAME##_(at::Tensor& self, const at::Tensor& other) {                                  \
+    static const c10::OperatorHandle& op = aten_op("aten::" #NAME "_", "Tensor");                         \
+    if (!fast_binary_(op, self, other, [](at::Tensor& a, const at::Tensor& b) { at::cpu::NAME##_(a, b); })) { \
+      run_fallback(op, self, other);                                                                      \
+    }                                                                                                     \
+    return self;                                                                                          \
+  }
+
+NPU_FAST_BINARY_WITH_ALPHA(add)
+NPU_FAST_BINARY_WITH_ALPHA(sub)
+NPU_FAST_BINARY(mul)
+NPU_FAST_BINARY(div)
+
+#undef NPU_FAST_BINARY_WITH_ALPHA
+#undef NPU_FAST_BINARY
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
@@ -527,6 +668,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
   m.impl("unfold", TORCH_FN(at::native::unfold));
+  m.impl("add.Tensor", TORCH_FN(npu_add));
+  m.impl("add_.Tensor", TORCH_FN(npu_add_));
+  m.impl("sub.Tensor", TORCH_FN(npu_sub));
+  m.impl("sub_.Tensor", TORCH_FN(npu_sub_));
+  m.impl("mul.Tensor", TORCH_FN(npu_mul));
+  m.impl("mul_.Tensor", TORCH_FN(npu_mul_));
+  m.impl("div.Tensor", TORCH_FN(npu_div));
+  m.impl("div_.Tensor", TORCH_FN(npu_div_));
   // The generic composites of these losses resize a 0-dim output (a deprecation warning
   // on every call); the CPU kernels, reached through the fallback, do not.
   m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&npu_fallback>());

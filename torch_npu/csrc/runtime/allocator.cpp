@@ -1456,4 +1456,8 @@ void install_cpu_allocation_redirect() {
   (void)redirect;
 }
 
+bool cpu_allocation_redirect_in_force() {
+  return dynamic_cast<RedirectingCpuAllocator*>(c10::GetCPUAllocator()) != nullptr;
+}
+
 }  // namespace torch_npu

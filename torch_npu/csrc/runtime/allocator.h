@@ -92,6 +92,8 @@ struct CpuAllocationRedirect {
   c10::DeviceIndex previous;
 };
 void install_cpu_allocation_redirect();
+// Whether the CPU allocator in force is that redirect (another library may have set its own).
+bool cpu_allocation_redirect_in_force();
 void install_allocators();
 
 }  // namespace torch_npu
