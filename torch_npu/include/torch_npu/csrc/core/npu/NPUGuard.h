@@ -18,7 +18,7 @@ struct NPUGuard {
   NPUGuard(const NPUGuard&) = delete;
   NPUGuard& operator=(const NPUGuard&) = delete;
 
-  void set_device(c10::Device device) { guard_.set_device(device); }
+  void set_device(c10::Device device) { guard_.reset_device(device); }
   void set_index(c10::DeviceIndex device_index) { guard_.set_index(device_index); }
   c10::Device original_device() const { return guard_.original_device(); }
   c10::Device current_device() const { return guard_.current_device(); }
