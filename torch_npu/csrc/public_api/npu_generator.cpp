@@ -36,7 +36,7 @@ at::Generator NPUGeneratorImpl::of(const at::Generator& runtime) {
     return at::Generator(c10::intrusive_ptr<c10::GeneratorImpl>::reclaim_copy(view));
   }
   return at::Generator(
-      c10::intrusive_ptr<NPUGeneratorImpl>::reclaim(new NPUGeneratorImpl(runtime.device().index(), runtime)));
+      c10::intrusive_ptr<NPUGeneratorImpl>::unsafe_steal_from_new(new NPUGeneratorImpl(runtime.device().index(), runtime)));
 }
 
 std::shared_ptr<NPUGeneratorImpl> NPUGeneratorImpl::clone() const { return std::shared_ptr<NPUGeneratorImpl>(clone_impl()); }
