@@ -198,7 +198,7 @@ def test_collect_env_path_checks(tmp_path):
 
 # ---- NpuExtension -----------------------------------------------------------------------------
 
-def test_npu_extension_is_a_cpp_extension_seeing_torch_npu_headers():
+def test_npu_extension_is_a_cpp_extension_seeing_torch_npu_headers_and_runtime():
     from torch.utils.cpp_extension import include_paths as torch_includes
 
     from torch_npu.utils.cpp_extension import NpuExtension
@@ -206,9 +206,13 @@ def test_npu_extension_is_a_cpp_extension_seeing_torch_npu_headers():
     ext = NpuExtension("my_ops", ["my_ops.cpp"], extra_compile_args=["-O2"], include_dirs=["/opt/mine"])
     assert ext.name == "my_ops" and ext.sources == ["my_ops.cpp"] and ext.language == "c++"
     assert ext.include_dirs[0] == "/opt/mine"
-    assert any(os.path.isfile(os.path.join(d, "torch_npu", "csrc", "distributed", "process_group_hccl.h")) for d in ext.include_dirs)
+    assert any(os.path.isfile(os.path.join(d, "torch_npu", "csrc", "core", "npu", "NPUStream.h"))
+               for d in ext.include_dirs)
+    assert any(os.path.isfile(os.path.join(d, "acl", "acl_base.h")) for d in ext.include_dirs)
     assert set(torch_includes()) <= set(ext.include_dirs)
-    assert "torch" in ext.libraries and "-O2" in ext.extra_compile_args
+    assert {"torch", "torch_npu"} <= set(ext.libraries) and "-O2" in ext.extra_compile_args
+    (library_dir,) = [d for d in ext.library_dirs if os.path.isfile(os.path.join(d, "libtorch_npu.so"))]
+    assert library_dir in ext.runtime_library_dirs
     with pytest.raises(TypeError):
         NpuExtension("x", "x.cpp")
 
