@@ -44,3 +44,17 @@ def reference_generator(seed: int, offset: int) -> torch.Generator:
     g = torch.Generator()
     g.set_state(twister_state(seed, offset))
     return g
+
+
+_manual_seed = torch.manual_seed
+
+
+def seed_one_stream(seed: int) -> torch.Generator:
+    """``torch.manual_seed`` for both devices, then cpu's generator loaded with the engine
+    state npu draws from at (seed, offset 0): a random call draws the same on both.
+
+    Random OpInfos seed inside their op (``wrapper_set_seed`` calls torch.manual_seed(42));
+    patching ``torch.manual_seed`` with this function routes that seeding through it too."""
+    generator = _manual_seed(seed)
+    torch.set_rng_state(twister_state(int(seed), 0))
+    return generator

@@ -53,7 +53,7 @@ import torch_npu  # noqa: F401  (registers the npu device; initialises nothing)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from philox_reference import twister_state  # noqa: E402
+from philox_reference import seed_one_stream  # noqa: E402
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.complex64, torch.bool)
 # Their results are whatever the allocator's memory held: no value to compare.
@@ -149,17 +149,6 @@ def compare(npu_out: Any, cpu_out: Any, result_device: str = "npu") -> str | Non
         elif got != want:
             return f"result {i}: {got!r} vs cpu {want!r}"
     return None
-
-
-_seed_devices = torch.manual_seed
-
-
-def seed_one_stream(seed: int) -> torch.Generator:
-    """``torch.manual_seed`` for both devices, then cpu's generator loaded with the engine
-    state npu draws from at (seed, offset 0): a random call draws the same on both."""
-    generator = _seed_devices(seed)
-    torch.set_rng_state(twister_state(int(seed), 0))
-    return generator
 
 
 def call(op: Any, sample: Any, seed: int) -> tuple[Any, BaseException | None]:

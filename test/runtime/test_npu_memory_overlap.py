@@ -225,16 +225,18 @@ def test_refused_overlap_raises_at_capture_and_closes_it(case):
     assert torch.equal(x.cpu(), torch.ones(3))
 
 
-def test_capture_of_aliased_random_op_draws_what_cpu_draws():
+def test_capture_of_aliased_random_op_draws_what_eager_draws():
     # bernoulli writing over its own probabilities: the aliasing is allowed, and the
-    # capture-time overlap check of the CPU kernel must not draw random numbers.
+    # capture-time overlap check of the CPU kernel must not draw random numbers: the
+    # replay draws what the eager call draws under the same seed, and leaves the
+    # generator where the eager call leaves it.
     def eager(dev):
         p = torch.full((6,), 0.5, device=dev)
         torch.manual_seed(5)
         torch.bernoulli(p, out=p)
         return p, torch.rand(4, device=dev)
 
-    p_cpu, after_cpu = eager("cpu")
+    p_cpu, after_cpu = (t.cpu() for t in eager("npu"))
     p = torch.full((6,), 0.5, device="npu")
     g = torch.npu.NPUGraph()
     torch.manual_seed(5)

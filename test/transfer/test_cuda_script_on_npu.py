@@ -1,5 +1,6 @@
 """An unmodified CUDA training script (cuda_training_script.py) runs on npu after
-``import torch_npu.contrib.transfer_to_npu`` and computes what the same steps compute on cpu.
+``import torch_npu.contrib.transfer_to_npu`` and computes what the same steps compute on cpu
+(on the data the script drew on the device).
 
 The script runs in its own interpreter, as a user would run it. Its float32 training equals
 cpu exactly. Its AMP steps run npu autocast, which follows CUDA's casting policy, not the
@@ -41,10 +42,13 @@ def reference(device: str, autocast_device: str) -> dict:
     model = nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.Linear(32, 4)).to(device)
     # npu runs AdamW's multi-tensor (foreach) path, as CUDA would; so does this reference.
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=True)
-    generator = torch.Generator(device=device)
+    # The script draws its data on the device, whose generator (CUDA's Philox, as on a
+    # card) draws other numbers than cpu's under one seed: every reference computes on
+    # the data the npu generator draws.
+    generator = torch.Generator(device="npu")
     generator.manual_seed(1234)
-    data = torch.randn(64, 8, generator=generator, device=device)
-    target = torch.randint(0, 4, (64,), generator=generator, device=device)
+    data = torch.randn(64, 8, generator=generator, device="npu").to(device)
+    target = torch.randint(0, 4, (64,), generator=generator, device="npu").to(device)
     losses = []
     for _ in range(5):
         optimizer.zero_grad(set_to_none=True)

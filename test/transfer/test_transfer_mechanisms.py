@@ -64,7 +64,7 @@ def test_eager_cuda_devices_dispatch_to_npu_without_a_mode(python):
         import torch_npu.contrib.transfer_to_npu
         cpu = torch.arange(6.0).reshape(2, 3)
         g = torch.Generator("cuda"); g.manual_seed(3)
-        h = torch.Generator(); h.manual_seed(3)
+        h = torch.Generator("npu"); h.manual_seed(3)
         calls = {
             "empty": lambda: torch.empty(3, device="cuda").fill_(2),
             "zeros": lambda: torch.zeros(2, 2, device="cuda:0"),
@@ -105,7 +105,7 @@ def test_eager_cuda_devices_dispatch_to_npu_without_a_mode(python):
             "grads": [w.grad.tolist(), v.grad.tolist(), u.grad.tolist()],
             "results": results,
             "modes": torch._C._len_torch_function_stack(),
-            "randn_equals_cpu_stream": results["randn_generator"][1] == torch.randn(4, generator=h).tolist(),
+            "randn_equals_npu_stream": results["randn_generator"][1] == torch.randn(4, generator=h, device="npu").tolist(),
         }))
         """
     )
@@ -113,7 +113,7 @@ def test_eager_cuda_devices_dispatch_to_npu_without_a_mode(python):
     assert result["modes"] == 0
     assert result["aliases"] == [True] * 6
     assert result["grads"] == [[3.0, 3.0], [2.0, 2.0], [4.0, 4.0]]
-    assert result["randn_equals_cpu_stream"]
+    assert result["randn_equals_npu_stream"]
     devices = {name: device for name, (device, _) in result["results"].items()}
     assert devices.pop("full_index1") == devices.pop("cuda_index") == "npu:1"
     assert set(devices.values()) == {"npu:0"}
@@ -256,7 +256,8 @@ def test_cuda_generator_is_an_npu_generator(python):
         print(json.dumps({
             "devices": [str(g.device), str(h.device), str(cpu.device)],
             "isinstance": [isinstance(x, torch.Generator) for x in (g, torch.default_generator, torch.npu.default_generators[0])],
-            "same_stream": torch.equal(torch.randn(5, generator=g, device="cuda").cpu(), torch.randn(5, generator=cpu)),
+            "same_stream": torch.equal(torch.randn(5, generator=g, device="cuda").cpu(),
+                                   torch.randn(5, generator=h, device="cuda").cpu()),
         }))
         """
     )
