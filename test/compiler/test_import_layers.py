@@ -97,6 +97,20 @@ def test_no_module_imports_from_a_layer_above_it():
     assert unexpected == [], "\n".join(unexpected)
 
 
+def test_the_compile_layer_reaches_the_runtime_only_through_the_device_module():
+    # The compile shim must work over any runtime that registers npu through PrivateUse1:
+    # what it needs of the runtime it asks torch.npu (torch_npu.npu), never torch_npu._C.
+    direct = [
+        f"{module}:{line} imports {imported}"
+        for path in package_modules()
+        for module in [module_name(path)]
+        if module.startswith("torch_npu.compiler.")
+        for imported, line in imported_modules(path, module)
+        if imported == "torch_npu._C" or imported.startswith("torch_npu._C.")
+    ]
+    assert direct == [], "\n".join(direct)
+
+
 def test_the_listed_upward_imports_still_exist():
     # A listed exception that is gone must leave the list, so the list stays the truth.
     present = {(module, imported) for module, imported, _ in upward_imports()}

@@ -29,7 +29,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
-import torch_npu._C as _C
+
+from torch_npu.npu import _graph_replay
 
 OVERWRITTEN = (
     "Error: accessing tensor output of NPU graphs that has been overwritten by a subsequent run "
@@ -61,11 +62,11 @@ def _borrowed_placeholder(a: torch.Tensor) -> torch.Tensor:
     # it alive forever. A tensor handed out by another graph gets a storage of its own
     # too, kept alive by that graph's memory: invalidating or dropping the handed-out one
     # must not reach this graph.
-    if not _C._is_storage_alias(a):
+    if not _graph_replay.is_storage_alias(a):
         return a.detach()
     t = torch.empty(0, dtype=a.dtype, device=a.device)
     with torch.no_grad():
-        t.set_(_C._alias_storage(a).untyped_storage(), a.storage_offset(), a.shape, a.stride())
+        t.set_(_graph_replay.alias_storage(a).untyped_storage(), a.storage_offset(), a.shape, a.stride())
     return t
 
 
@@ -141,7 +142,7 @@ class RecordedGraph:
         # Releasing what the last run handed out, refilling copied inputs, the replay, the
         # write-back and handing out new outputs: one C++ call per replay. Public: the
         # tree's per-call path calls it directly (``run`` below is the same call).
-        self.plan = _C._ReplayPlan(
+        self.plan = _graph_replay.ReplayPlan(
             graph,
             list(static_outputs),
             plan,

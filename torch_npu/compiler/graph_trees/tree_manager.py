@@ -39,8 +39,7 @@ from typing import Any, Callable
 
 import torch
 
-import torch_npu._C as _C
-from torch_npu.npu import _graph_step_state
+from torch_npu.npu import _graph_replay, _graph_step_state
 
 from .recorded_graph import RecordedGraph
 
@@ -80,7 +79,7 @@ def _signature(args: list[Any], indices: list[int]) -> Any:
     usual case (tensors, ints, floats, bools, None), a tuple built here otherwise."""
     # Only the inputs at `indices`: static inputs (parameters, buffers) are left out, since
     # Dynamo guards their metadata and the recorded graphs check their addresses.
-    key = _C._graph_input_signature(args, indices)
+    key = _graph_replay.graph_input_signature(args, indices)
     if key is not None:
         return key
     slow = []
@@ -286,7 +285,7 @@ class GraphFunction:
         if self.disabled_reason is not None:
             self._warn(self.disabled_reason)
             return self._eager(args, self.disabled_reason)
-        if _C._is_current_stream_capturing():  # torch.npu.is_current_stream_capturing, minus a frame
+        if _graph_replay.is_current_stream_capturing():
             # Called inside someone else's capture: run the ops so that capture records
             # them (a nested capture or a replay is not allowed there).
             return self._eager(args, "called inside another NPU graph capture, which records its ops")
