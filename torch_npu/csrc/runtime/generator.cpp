@@ -81,12 +81,14 @@ constexpr int kTwisterWords = 624;  // at::mt19937's state size
 constexpr int kTwisterShift = 397;
 using TwisterWords = std::array<uint32_t, kTwisterWords>;
 
+// The step at::mt19937 regenerates each word of its block with.
+constexpr uint32_t twist(uint32_t u, uint32_t v) {
+  const uint32_t y = (u & 0x80000000u) | (v & 0x7fffffffu);
+  return (y >> 1) ^ ((v & 1u) ? 0x9908b0dfu : 0u);
+}
+
 // One regeneration of a Mersenne-Twister block, as at::mt19937 performs it.
 void regenerate(TwisterWords& s) {
-  auto twist = [](uint32_t u, uint32_t v) {
-    const uint32_t y = (u & 0x80000000u) | (v & 0x7fffffffu);
-    return (y >> 1) ^ ((v & 1u) ? 0x9908b0dfu : 0u);
-  };
   int i = 0;
   for (; i < kTwisterWords - kTwisterShift; ++i) s[i] = s[i + kTwisterShift] ^ twist(s[i], s[i + 1]);
   for (; i < kTwisterWords - 1; ++i) s[i] = s[i + kTwisterShift - kTwisterWords] ^ twist(s[i], s[i + 1]);
@@ -101,10 +103,6 @@ void check_offset(uint64_t offset) { TORCH_CHECK(offset % 4 == 0, "offset must b
 // (at::mt19937's twist), for values <= kTwisterWords - kTwisterShift: each depends only on
 // s[i], s[i + 1] and s[i + kTwisterShift].
 void regenerate_prefix(const TwisterWords& s, uint64_t values, TwisterWords& out) {
-  auto twist = [](uint32_t u, uint32_t v) {
-    const uint32_t y = (u & 0x80000000u) | (v & 0x7fffffffu);
-    return (y >> 1) ^ ((v & 1u) ? 0x9908b0dfu : 0u);
-  };
   for (uint64_t i = 0; i < values; ++i) out[i] = s[i + kTwisterShift] ^ twist(s[i], s[i + 1]);
 }
 
