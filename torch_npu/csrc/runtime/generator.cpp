@@ -336,6 +336,16 @@ at::Generator new_generator(c10::DeviceIndex device) {
 
 at::Generator engine_of(const at::Generator& npu_gen) { return npu_impl(npu_gen).state()->engine; }
 
+std::pair<uint64_t, uint64_t> reserve_philox_values(const at::Generator& npu_gen, uint64_t increment) {
+  auto& impl = npu_impl(npu_gen);
+  std::lock_guard<std::mutex> generator_lock(impl.mutex_);
+  auto state = impl.state();
+  StateLock lock(state->mutex);
+  const uint64_t offset = state->offset;
+  state->offset = offset + ((increment + 3) / 4) * 4;
+  return {state->seed, offset};
+}
+
 void draw_from(const at::Generator& npu_gen, std::optional<uint64_t> max_values,
                c10::function_ref<void(const at::Generator&)> draw) {
   auto& impl = npu_impl(npu_gen);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 namespace torch_npu {
 
@@ -23,5 +24,11 @@ void draw_from(const at::Generator& npu_gen, std::optional<uint64_t> max_values,
 // The CPU generator `draw_from` would hand out for `npu_gen`, as it is now (not loaded with
 // any stream): what a recorded call carries in place of its npu generator.
 at::Generator engine_of(const at::Generator& npu_gen);
+// Reserves `increment` 32-bit values of `npu_gen`'s stream for a kernel that draws them
+// itself (the C++ API's philox_npu_state): returns the (seed, offset) it starts at and
+// advances the offset, rounded up to 4, under the generator's lock. Allowed during a
+// capture, as CUDA's philox_cuda_state is: a replay runs the kernel again, which reserves
+// at the offset of that moment.
+std::pair<uint64_t, uint64_t> reserve_philox_values(const at::Generator& npu_gen, uint64_t increment);
 
 }  // namespace torch_npu
