@@ -70,7 +70,7 @@ print(torch.npu.is_initialized(), our_inductor_modules(), "npugraph_ex" in sys.m
 """
     ).splitlines()
     assert out[0] == "['npu', 'npugraph_ex', 'npugraphs']"
-    assert out[1] == f"{DYNAMO_STEPS} () ('torch._inductor.compile_fx',)"
+    assert out[1] == f"{DYNAMO_STEPS} () ('torch._inductor.compile_fx', 'torch.nn.attention.flex_attention')"
     assert out[2] == "False [] False"
 
 
@@ -91,7 +91,7 @@ def test_dynamo_used_before_import_torch_npu(python):
         env=NO_AUTOLOAD,
     ).splitlines()
     assert out[0] == DYNAMO_STEPS
-    assert out[1] == "True"  # still watching torch._inductor.compile_fx
+    assert out[1] == "True"  # still watching torch._inductor.compile_fx and flex attention's module
     assert out[2] == "stream_compile True"
 
 
