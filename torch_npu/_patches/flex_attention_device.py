@@ -41,6 +41,7 @@ def _npu_aware(original):  # noqa: ANN001, ANN202 - the replaced validator and i
 def apply() -> None:
     from torch.nn.attention import flex_attention as module
 
-    if getattr(module._validate_device, "_npu_aware", False):
+    current = module._validate_device
+    if getattr(current, "_npu_aware", False):
         return
-    module._validate_device = _npu_aware(module._validate_device)
+    module._validate_device = _npu_aware(current)

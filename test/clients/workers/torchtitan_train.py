@@ -7,7 +7,15 @@ from a seeded generator, the same global batch whatever the world size. Everythi
 torchtitan's debug configuration: its model, AdamW, warm-up schedule, selective activation
 checkpointing, and its device choice (``npu``, found through torch's accelerator).
 
-Usage: torchtitan_train.py <dump dir> <steps> <global batch>
+torchtitan compiles its flex attention with Inductor (``torch.compile(flex_attention)``);
+with ``eager`` as the fourth argument every compiled function runs eagerly
+(``torch.compiler.set_stance("force_eager")``), flex attention included: the reference run.
+
+torchtitan 0.3.0 shortens the process groups' timeouts after the first step with
+``torch.distributed.set_timeout``, which torch 2.13 does not have; the worker supplies it
+as a no-op when it is missing (the groups keep their initial timeout).
+
+Usage: torchtitan_train.py <dump dir> <steps> <global batch> [compiled|eager]
 """
 from __future__ import annotations
 
@@ -76,8 +84,19 @@ class SyntheticDataLoader(ParallelAwareDataloader):
         super().__init__(dataset, dp_rank=dp_rank, dp_world_size=dp_world_size, batch_size=local_batch_size)
 
 
+def _keep_timeout(timeout, group=None) -> None:
+    """torch.distributed.set_timeout for a torch that lacks it: the timeout stays as it is."""
+
+
 def main() -> None:
     dump, steps, global_batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    mode = sys.argv[4] if len(sys.argv) > 4 else "compiled"
+    if mode not in ("compiled", "eager"):
+        raise SystemExit(f"unknown mode {mode!r}: compiled or eager")
+    if mode == "eager":
+        torch.compiler.set_stance("force_eager")
+    if not hasattr(torch.distributed, "set_timeout"):
+        torch.distributed.set_timeout = _keep_timeout
     world = int(os.environ.get("WORLD_SIZE", "1"))
     config = llama3_debugmodel()
     config.tokenizer = SyntheticTokenizer.Config()
@@ -95,7 +114,7 @@ def main() -> None:
     trainer.metrics_processor.logger = _LossLogger(losses, trainer.metrics_processor.logger)
     trainer.train()
     model = trainer.model_parts[0]
-    report(device=str(trainer.device), losses=losses,
+    report(device=str(trainer.device), losses=losses, mode=mode,
            fsdp=type(model).__name__.startswith("FSDP"),
            param_types=sorted({type(p).__name__ for p in model.parameters()}),
            param_devices=sorted({p.device.type for p in model.parameters()}))
