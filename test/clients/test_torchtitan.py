@@ -83,7 +83,7 @@ def test_llama3_debugmodel_trains_on_one_npu(one_npu, tmp_path):
     "torchtitan 0.3.0 on torch 2.13 with 2 ranks stops in FSDP's fully_shard "
     "(_fsdp_param._init_sharding_spec): 'When dp_mesh_dims is provided, all parameters must be "
     "DTensors on the full SPMD mesh ... Got plain tensor for parameter weight', before any npu "
-    "random op, and the one-npu blockers follow; strict, so that the day it trains this test reports it"))
+    "random op (one npu trains); strict, so that the day it trains this test reports it"))
 def test_llama3_debugmodel_trains_with_fsdp_on_two(tmp_path, one_npu, layout):
     run = train(tmp_path, 2)
     if not layout:
