@@ -156,6 +156,20 @@ ROWS: tuple[Row, ...] = (
         "no backend metadata of the real tensor and no hook carries it.",
         "get_npu_format on a fake input answers ND (2) instead of the real tensor's format under torch.compile, "
         "export and FakeTensorMode."),
+    Row(("torch.nn.attention.flex_attention._validate_device",),
+        "The flex_attention_device patch replaces the module function flex_attention calls to check its inputs' "
+        "device (a fixed set without npu; no registry).",
+        "flex_attention on npu raises 'FlexAttention is only supported on CUDA, CPU, HPU, or MPS devices'."),
+    Row(("torch._higher_order_ops.flex_attention.flex_attention",
+         "torch._higher_order_ops.flex_attention.flex_attention_backward", "torch._C._ExcludeDispatchKeyGuard"),
+        "The flex attention higher-order ops get kernels on npu's autocast key (py_impl), which redispatch with "
+        "that key excluded, as torch's cpu/cuda autocast kernels do.",
+        "flex attention on npu inside torch.autocast('npu') raises 'could not find kernel ... AutocastPrivateUse1'."),
+    Row(("torch._higher_order_ops.flex_attention.sdpa_dense", "torch._higher_order_ops.flex_attention.sdpa_dense_backward",
+         "torch._dynamo.utils.detect_fake_mode", "torch.ops.aten._to_copy.default"),
+        "npu's Inductor pass traces the flex ops' own dense implementations on the node's fake values (in their "
+        "fake mode) and inlines the aten graph; dtype conversions in the score graphs become _to_copy, which vmap batches.",
+        "torch.compile of flex attention on npu fails in Inductor's lowering (it picks the Triton template)."),
     # --- compile shim: Inductor
     Row(("torch._inductor.codegen.common", "torch._inductor.codegen.common.register_backend_for_device",
          "torch._inductor.codegen.common.register_device_op_overrides",

@@ -4,7 +4,7 @@ process-wide ones of ``import torch_npu`` included, and the dispatcher holds no 
 torch_npu's outside npu's own keys that the inventory does not list), and
 no function or class on any torch module, and no member of any torch class, was replaced
 or added, compared with the same session on cpu without torch_npu, but the class members
-torch's public registration functions add."""
+torch's public registration functions add and the module entries the listed patches replace."""
 from __future__ import annotations
 
 import json
@@ -59,6 +59,9 @@ from torch._logging._internal import log_registry
 from multiprocessing.reduction import ForkingPickler
 
 from torch_npu._startup import npugraph_ex_finder
+from torch._C import DispatchKey
+from torch._higher_order_ops.flex_attention import (
+    flex_attention as flex_attention_hop, flex_attention_backward as flex_attention_backward_hop)
 
 folded = ("get_device_properties", "get_device_name", "get_device_capability", "device_count")
 # Each registration, keyed by its inventory name, checked in the process.
@@ -93,6 +96,9 @@ checks = {
     "accelerator": torch.accelerator.current_accelerator() == torch.device("npu")
         and torch.empty(1).pin_memory().is_pinned(),
     "import_finders": npugraph_ex_finder._finder in sys.meta_path,
+    "flex_attention_autocast": all(
+        getattr(hop.py_kernels.get(DispatchKey.AutocastPrivateUse1), "__module__", "")
+        == "torch_npu.compiler.flex_attention_autocast" for hop in (flex_attention_hop, flex_attention_backward_hop)),
 }
 # atexit and os.register_at_fork have no query (atexit counts slots, and unregistering
 # leaves the slot): the two registrations checked by reading the code only.
@@ -118,8 +124,9 @@ listed = {entry for r in _patches.REGISTRATIONS.values() for entry in r.dispatch
 
 # What each patch changed, exactly: the npu_backend entry of Inductor's config; the three
 # RNG higher-order-op kernels that pick a device (BackendSelect of both ops, the fake and
-# proxy kernels of run_and_save_rng_state); the default of the cudagraph_policy entry.
-from torch._C import DispatchKey
+# proxy kernels of run_and_save_rng_state); the default of the cudagraph_policy entry; the
+# device check of flex_attention.
+import torch.nn.attention.flex_attention as flex_attention_module
 from torch._higher_order_ops.utils import registered_hop_fake_fns
 from torch._prims import rng_prims
 from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode
@@ -135,6 +142,7 @@ patched = {
     "inductor_cudagraph_policy": isinstance(torch._inductor.config._config["cudagraph_policy"].default,
                                             NpuGraphPolicy)
         and torch._inductor.config._config["cudagraph_policy"].default.previous is None,
+    "flex_attention_device": npu_aware(flex_attention_module._validate_device),
 }
 print(json.dumps(diff))
 print(json.dumps({"applied": list(_patches.applied()), "inventory": list(_patches.PATCHES),
@@ -162,6 +170,11 @@ EXPECTED_CLASS_MEMBER_CHANGES = {
     "added torch.distributed.distributed_c10d.Backend.HCCL": "Backend.register_backend",
 }
 
+# The module entries torch_npu's patches replace, each with the patch that does.
+EXPECTED_MODULE_CHANGES = {
+    "changed torch.nn.attention.flex_attention._validate_device": "flex_attention_device",
+}
+
 
 def test_applied_patches_equal_inventory_and_nothing_else_changes_on_torch(python):
     env = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
@@ -170,12 +183,13 @@ def test_applied_patches_equal_inventory_and_nothing_else_changes_on_torch(pytho
     npu_diff, inventory = json.loads(npu_lines[-2]), json.loads(npu_lines[-1])
     # torch's own lazy changes only, the same without torch_npu, but for the class members
     # torch's public registration functions add.
-    assert sorted(set(npu_diff) - set(cpu_diff)) == sorted(EXPECTED_CLASS_MEMBER_CHANGES)
+    assert sorted(set(npu_diff) - set(cpu_diff)) == sorted({**EXPECTED_CLASS_MEMBER_CHANGES, **EXPECTED_MODULE_CHANGES})
     assert sorted(set(cpu_diff) - set(npu_diff)) == []
     assert inventory["applied"] == inventory["inventory"] == [
         "inductor_npu_backend_option",
         "rng_prims_npu",
         "inductor_cudagraph_policy",
+        "flex_attention_device",
     ]
     assert inventory["patched"] == {name: True for name in inventory["inventory"]}
     assert inventory["checked"] == inventory["registrations"]

@@ -13,6 +13,8 @@ import pytest
 NO_AUTOLOAD = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
 
 DYNAMO_STEPS = "('inductor_option', 'device_interface', 'trace_rules', 'stream_handlers', 'graphsafe_rng', 'rng_prims', 'backends', 'transfer_to_npu_tracing')"
+# torch.onnx, torch.distributed.fsdp and torch.export import torch.nn.attention.flex_attention.
+WITH_FLEX_STEPS = DYNAMO_STEPS[:-1] + ", 'flex_attention_device', 'flex_attention_autocast')"
 
 # A fullgraph compile that needs the device interface and the stream trace rule.
 STREAM_COMPILE = """
@@ -70,7 +72,7 @@ print(torch.npu.is_initialized(), our_inductor_modules(), "npugraph_ex" in sys.m
 """
     ).splitlines()
     assert out[0] == "['npu', 'npugraph_ex', 'npugraphs']"
-    assert out[1] == f"{DYNAMO_STEPS} () ('torch._inductor.compile_fx',)"
+    assert out[1] == f"{DYNAMO_STEPS} () ('torch._inductor.compile_fx', 'torch.nn.attention.flex_attention')"
     assert out[2] == "False [] False"
 
 
@@ -91,7 +93,7 @@ def test_dynamo_used_before_import_torch_npu(python):
         env=NO_AUTOLOAD,
     ).splitlines()
     assert out[0] == DYNAMO_STEPS
-    assert out[1] == "True"  # still watching torch._inductor.compile_fx
+    assert out[1] == "True"  # still watching torch._inductor.compile_fx and flex attention's module
     assert out[2] == "stream_compile True"
 
 
@@ -105,7 +107,7 @@ def test_import_order_with_onnx_and_fsdp(python, order):
         + "print(torch_npu._startup.compile_trigger.state().done, torch.npu.device_count() >= 1)\n",
         env=NO_AUTOLOAD,
     ).splitlines()
-    assert out == ["stream_compile True", f"{DYNAMO_STEPS} True"]
+    assert out == ["stream_compile True", f"{WITH_FLEX_STEPS} True"]
 
 
 def test_export_bound_before_import_torch_npu(python):
@@ -133,7 +135,7 @@ def test_export_bound_before_import_torch_npu(python):
         """,
         env=NO_AUTOLOAD,
     ).splitlines()
-    assert out == ["True True", "False True", DYNAMO_STEPS, "[]"]
+    assert out == ["True True", "False True", WITH_FLEX_STEPS, "[]"]
 
 
 def test_eight_threads_first_compile_one_setup(python):

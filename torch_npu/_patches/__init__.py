@@ -26,6 +26,7 @@ PATCHES: tuple[str, ...] = (
     "inductor_npu_backend_option",
     "rng_prims_npu",
     "inductor_cudagraph_policy",
+    "flex_attention_device",
 )
 
 class Registration(NamedTuple):
@@ -78,6 +79,11 @@ REGISTRATIONS: dict[str, Registration] = {
         "torch._inductor.decomposition.register_decomposition: the pointwise and normalisation "
         "npu::npu_* operators of torch_npu.ops (their ATen formulas)",
         "Inductor fuses them", "none: keys are npu operators only"),
+    "flex_attention_autocast": Registration(
+        "HigherOrderOperator.py_impl(DispatchKey.AutocastPrivateUse1): torch.ops.higher_order.flex_attention, "
+        "flex_attention_backward",
+        "flex attention on npu inside torch.autocast('npu') (the ops have no kernel for npu's autocast key)",
+        _NONE_FOR_CPU),
     "sdpa_choice": Registration(
         "at::native::_fused_sdp_choice_stub (REGISTER_PRIVATEUSE1_DISPATCH, at import): npu SDPA takes cpu's choice",
         "scaled_dot_product_attention on npu picks the kernel cpu picks", _NONE_FOR_CPU),

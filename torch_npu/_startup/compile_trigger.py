@@ -38,10 +38,12 @@ _IMPORTED_AT = time.perf_counter()
 # torch_npu._startup.setup_steps, which is imported only when a step runs, i.e. after the
 # watched module is loaded. torch._dynamo imports torch._inductor.config while it loads,
 # so the config option is added first; torch._inductor.compile_fx is imported only by
-# Inductor compiles, so our Inductor layer loads only for those.
+# Inductor compiles, so our Inductor layer loads only for those. FlexAttention checks its
+# inputs' device before it imports Dynamo, so its module is watched itself.
 _INDUCTOR_CONFIG = "torch._inductor.config"
 _INDUCTOR_COMPILE = "torch._inductor.compile_fx"
 _DYNAMO = "torch._dynamo"
+_FLEX_ATTENTION = "torch.nn.attention.flex_attention"
 _STEPS_MODULE = "torch_npu._startup.setup_steps"
 STEPS: dict[str, tuple[str, ...]] = {
     _INDUCTOR_CONFIG: ("inductor_option",),
@@ -55,6 +57,7 @@ STEPS: dict[str, tuple[str, ...]] = {
         "transfer_to_npu_tracing",
     ),
     _INDUCTOR_COMPILE: ("inductor_registration", "fused_op_decompositions", "reduce_overhead_policy"),
+    _FLEX_ATTENTION: ("flex_attention_device", "flex_attention_autocast"),
 }
 
 

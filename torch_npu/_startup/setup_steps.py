@@ -96,3 +96,18 @@ def backends() -> None:
     from torch_npu.compiler.backends import registry
 
     registry.register_all()
+
+
+def flex_attention_device() -> None:
+    # flex_attention refuses devices outside a fixed set before anything else runs: see the
+    # patch's docstring.
+    from torch_npu import _patches
+
+    _patches.apply("flex_attention_device")
+
+
+def flex_attention_autocast() -> None:
+    # The FlexAttention higher-order ops have no kernel for npu's autocast key.
+    from torch_npu.compiler import flex_attention_autocast as autocast
+
+    autocast.register()

@@ -8,7 +8,16 @@ torchtitan's debug configuration: its model, AdamW, warm-up schedule, selective 
 checkpointing, and its device choice (``npu``, found through torch's accelerator), with one
 setting changed: ``parallelism.spmd_backend = "partial_dtensor"`` (see ``SPMD_BACKEND``).
 
-Usage: torchtitan_train.py <dump dir> <steps> <global batch>
+torchtitan compiles its flex attention with Inductor (``torch.compile(flex_attention)``);
+with ``eager`` as the fourth argument every compiled function runs eagerly
+(``torch.compiler.set_stance("force_eager")``), flex attention included: the reference run.
+
+torchtitan 0.3.0 shortens the process groups' timeouts after the first step with
+``torch.distributed.set_timeout``, which torch 2.13 does not have; the worker supplies it
+when it is missing, through the group's own ``ProcessGroup.set_timeout`` (torch 2.13 has
+that method, and the hccl backend applies it).
+
+Usage: torchtitan_train.py <dump dir> <steps> <global batch> [compiled|eager]
 """
 from __future__ import annotations
 
@@ -84,8 +93,21 @@ class SyntheticDataLoader(ParallelAwareDataloader):
         super().__init__(dataset, dp_rank=dp_rank, dp_world_size=dp_world_size, batch_size=local_batch_size)
 
 
+def _set_group_timeout(timeout, group=None) -> None:
+    """torch.distributed.set_timeout for a torch that lacks it: the group's own setter
+    (``None`` is the default group)."""
+    (group or torch.distributed.distributed_c10d._get_default_group()).set_timeout(timeout)
+
+
 def main() -> None:
     dump, steps, global_batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    mode = sys.argv[4] if len(sys.argv) > 4 else "compiled"
+    if mode not in ("compiled", "eager"):
+        raise SystemExit(f"unknown mode {mode!r}: compiled or eager")
+    if mode == "eager":
+        torch.compiler.set_stance("force_eager")
+    if not hasattr(torch.distributed, "set_timeout"):
+        torch.distributed.set_timeout = _set_group_timeout
     world = int(os.environ.get("WORLD_SIZE", "1"))
     config = llama3_debugmodel()
     config.tokenizer = SyntheticTokenizer.Config()
@@ -109,7 +131,7 @@ def main() -> None:
     losses = []
     trainer.metrics_processor.logger = _LossLogger(losses, trainer.metrics_processor.logger)
     trainer.train()
-    report(losses=losses, param_types=sorted({type(p).__name__ for p in model.parameters()}),
+    report(losses=losses, mode=mode, param_types=sorted({type(p).__name__ for p in model.parameters()}),
            param_devices=sorted({p.device.type for p in model.parameters()}))
     trainer.close()
     if torch.distributed.is_initialized():

@@ -17,6 +17,9 @@ before lowering:
   logical indices, other devices' did not (npu returned memory-order indices). The input
   is given a contiguous layout first, so memory order is logical order.
 
+And one choice Inductor has for no device but cpu, mps and Triton ones: FlexAttention's
+higher-order ops become their dense aten composite (``flex_attention_dense``).
+
 ``HostLoweringChoices`` is the npu ``device_custom_pass`` of ``register_backend_for_device``.
 """
 from __future__ import annotations
@@ -127,11 +130,11 @@ class HostLoweringChoices(CustomGraphPass):
         # Not a lowering choice: the one post-grad hook of npu graphs also keeps, for the
         # NPU graph trees, their outputs' user stacks (see output_stack_traces) and what
         # blocks their capture (see capture_facts), read before the rewrites below.
-        from . import capture_facts, output_stack_traces
+        from . import capture_facts, flex_attention_dense, output_stack_traces
 
         output_stack_traces.note(gm)
         capture_facts.note(gm)
-        changed = False
+        changed = flex_attention_dense.densify(gm)
         for node in list(gm.graph.nodes):
             if node.op != "call_function":
                 continue
@@ -143,4 +146,4 @@ class HostLoweringChoices(CustomGraphPass):
     def uuid(self) -> str:
         # The rewrites depend on this module's code only; the FX-graph cache key holds
         # the npu codegen version (a digest of these sources) as well.
-        return "torch_npu.host_lowering_choices.v1"
+        return "torch_npu.host_lowering_choices.v2"
