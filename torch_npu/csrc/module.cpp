@@ -2,6 +2,7 @@
 // registers the backend (hooks, allocator redirect); the device itself initialises on
 // first use.
 #include "torch_npu/csrc/aten/fallback.h"
+#include "torch_npu/csrc/aten/fast_path.h"
 #include "torch_npu/csrc/runtime/device_memory_file.h"
 #include "torch_npu/csrc/graphs/npu_graph.h"
 #include "torch_npu/csrc/observe/npu_observe.h"
@@ -21,6 +22,7 @@
 #include <torch/extension.h>
 
 #include <algorithm>
+#include <map>
 #include <limits>
 
 namespace torch_npu {
@@ -272,6 +274,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("_init", &lazy_init);
   m.def("_is_initialized", &is_initialized);
   m.def("_is_in_bad_fork", &in_bad_fork);
+  // Calls served by each unboxed fast path since start-up (docs/runtime.md), by operator.
+  m.def("_fast_path_counts", []() {
+    std::map<std::string, int64_t> counts;
+    for (const auto& [name, n] : fast_path_counts()) counts[name] += n;
+    return counts;
+  });
   m.def("_cpu_allocation_redirect_in_force", &cpu_allocation_redirect_in_force);
   m.def("_get_npu_format", [](const at::Tensor& t) { return npu_format_of(t); });
   m.def("_set_npu_format", [](const at::Tensor& t, int64_t format) { set_npu_format(t, format); });
