@@ -335,10 +335,8 @@ at::Tensor npu_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std
                              std::optional<at::Layout> layout, std::optional<at::Device> device,
                              std::optional<bool> pin_memory) {
   if (C10_UNLIKELY(in_bad_fork())) check_not_in_bad_fork();
-  CurrentDeviceScope scope(new_tensor_device(layout, device, pin_memory));
-  return at::detail::empty_strided_generic(size, stride, npu_allocator(),
-                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                           c10::dtype_or_default(dtype));
+  return empty_strided_npu_tensor(size, stride, c10::dtype_or_default(dtype),
+                                  new_tensor_device(layout, device, pin_memory));
 }
 
 at::Tensor as_cpu_view(const at::Tensor& t, CpuAliasSet& aliases) {
