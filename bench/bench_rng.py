@@ -2,8 +2,10 @@
 
 Every npu random call refills its Mersenne-Twister engine from Philox at the generator's
 (seed, offset) and counts afterwards what the kernel drew; this measures what that costs
-on a tiny draw (where it dominates) and on a large one (where counting regenerated blocks
-is the extra). Blocks of calls alternate between cpu and npu; medians are compared.
+on a tiny draw (4 values: a partial fill of a few Philox blocks), on a draw past the
+partial-fill limit of 227 values (300: all 156 blocks) and on a large one (where counting
+regenerated blocks is the extra). Blocks of calls alternate between cpu and npu; medians
+are compared.
 
     python bench/bench_rng.py [--samples N] [--json]
 """
@@ -18,7 +20,7 @@ import torch
 
 import torch_npu  # noqa: F401  (registers the npu device)
 
-CASES = {"rand_4": (4, 2000), "rand_1m": (1 << 20, 5)}
+CASES = {"rand_4": (4, 2000), "rand_300": (300, 2000), "rand_1m": (1 << 20, 5)}
 
 
 def _block_seconds(device: str, numel: int, calls: int) -> float:

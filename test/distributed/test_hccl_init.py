@@ -1,6 +1,7 @@
 """Ways to create an hccl group, in sequence in the same 2 processes (so destroy-then-init
 is exercised after every phase): backend=None on an npu machine, "cpu:gloo,npu:hccl",
-device_id=, a bad timeout variable, the documented ProcessGroupHCCL constructor."""
+device_id=, a bad timeout variable, the documented ProcessGroupHCCL constructor, and
+ProcessGroup.set_timeout on the group."""
 from __future__ import annotations
 
 from launcher import torchrun
@@ -21,4 +22,4 @@ def test_group_creation_variants():
         assert p["bad_env"]["raised"] == "ValueError" and "HCCL_EXEC_TIMEOUT='soon'" in p["bad_env"]["message"]
         assert p["bad_env"]["initialized"] is False
         assert p["reinit"] == {"npu": True, "direct": [3.0, 3.0], "direct_timeout": 20.0, "exec_timeout": 45.0,
-                               "available": True}
+                               "available": True, "set_timeout": 30.0, "npu_after_set_timeout": True}

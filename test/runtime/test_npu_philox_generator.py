@@ -246,3 +246,91 @@ def test_compiled_random_follows_the_seed():
     a = compiled_own_rng(x)
     torch.npu.manual_seed(17)
     torch.testing.assert_close(compiled_own_rng(x), a, rtol=0, atol=0)
+
+
+# Calls whose operators bound their draws get an engine filled with only the Philox words
+# those draws reach (a handful of blocks for a small call); their numbers must be the full
+# fill's, for every dtype, size (across the partial-fill limit) and layout.
+BOUNDED_CALLS = {
+    "uniform_": lambda t, g: t.uniform_(-2, 3, generator=g),
+    "normal_": lambda t, g: t.normal_(1, 2, generator=g),
+    "random_": lambda t, g: t.random_(generator=g),
+    "random_from_to": lambda t, g: t.random_(-5, 100, generator=g),
+    "random_to": lambda t, g: t.random_(7, generator=g),
+    "exponential_": lambda t, g: t.exponential_(generator=g),
+    "cauchy_": lambda t, g: t.cauchy_(generator=g),
+    "log_normal_": lambda t, g: t.log_normal_(generator=g),
+    "geometric_": lambda t, g: t.geometric_(0.3, generator=g),
+    "bernoulli_float": lambda t, g: t.bernoulli_(0.4, generator=g),
+    "bernoulli_tensor": lambda t, g: t.bernoulli_(torch.linspace(0, 1, t.numel(), device=t.device)
+                                                  .reshape(t.shape).to(t.dtype), generator=g),
+}
+BOUNDED_DTYPES = {
+    "uniform_": (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64, torch.complex128),
+    "normal_": (torch.float32, torch.float64, torch.bfloat16, torch.complex64, torch.complex128),
+    "random_": (torch.float32, torch.float64, torch.int64, torch.int32, torch.uint8),
+    "random_from_to": (torch.float32, torch.int64, torch.int16),
+    "random_to": (torch.float64, torch.int32),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BOUNDED_CALLS))
+def test_partial_fills_draw_the_full_fills_numbers(name):
+    call = BOUNDED_CALLS[name]
+    for dtype in BOUNDED_DTYPES.get(name, (torch.float32, torch.float64)):
+        for size in (0, 1, 3, 5, 15, 16, 17, 100, 113, 114, 227, 300):
+            for transposed in (False, True):
+                shape = (size, 2) if transposed else (size,)
+                start = 8 * size + 4
+
+                def run(device, generator):
+                    t = torch.zeros(shape, dtype=dtype, device=device)
+                    t = t.t() if transposed else t  # a non-contiguous self
+                    return call(t, generator)
+
+                g = torch.Generator("npu")
+                g.manual_seed(size + 1)
+                g.set_offset(start)
+                got = run("npu", g).cpu()
+                ref_gen = reference_generator(size + 1, start)
+                expected = run("cpu", ref_gen)
+                torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True,
+                                           msg=lambda m: f"{name} {dtype} {shape} t={transposed}: {m}")
+                # The offset advanced by what cpu's kernel took from the same state.
+                _, left, _, nxt = struct.unpack_from("<QiiQ", bytes(ref_gen.get_state()[:24].tolist()))
+                if left + nxt == 624:  # the reference regenerated its block once
+                    assert g.get_offset() == start + (nxt + 3) // 4 * 4, (name, dtype, shape)
+
+
+def test_two_threads_drawing_from_one_generator_take_turns():
+    import threading
+
+    calls = 300
+    for gen in (None, torch.Generator("npu")):
+        torch.npu.manual_seed(31)
+        if gen is not None:
+            gen.manual_seed(31)
+        drawn = {0: [], 1: []}
+        start = threading.Barrier(2)
+
+        def worker(k):
+            torch.npu.set_device(0)
+            start.wait()
+            for _ in range(calls):
+                drawn[k].append(torch.rand(5, device="npu", generator=gen).cpu())
+
+        threads = [threading.Thread(target=worker, args=(k,)) for k in (0, 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        total = (gen or torch.npu.default_generators[0]).get_offset()
+        assert total == 2 * calls * 8
+        # Every call drew the stream of its own offset: together they are the streams at
+        # offsets 0, 8, 16, ..., each once.
+        got = sorted(tuple(x.tolist()) for x in drawn[0] + drawn[1])
+        serial = torch.Generator("npu")
+        serial.manual_seed(31)
+        expected = sorted(tuple(torch.rand(5, device="npu", generator=serial).cpu().tolist())
+                          for _ in range(2 * calls))
+        assert got == expected

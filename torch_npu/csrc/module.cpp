@@ -436,6 +436,13 @@ PYBIND11_MODULE(_C, m) {
                (*held)(p.kind, p.op, p.detail);
              });
            })
+      .def("register_generator_state",
+           [](NpuGraph& g, py::handle generator) {
+             TORCH_CHECK_TYPE(THPGenerator_Check(generator.ptr()),
+                              "register_generator_state expects a torch.Generator, got ",
+                              Py_TYPE(generator.ptr())->tp_name);
+             g.register_generator_state(reinterpret_cast<THPGenerator*>(generator.ptr())->cdata);
+           })
       .def("capture_end", &NpuGraph::capture_end)
       .def("replay", &NpuGraph::replay)
       .def("reset", &NpuGraph::reset)

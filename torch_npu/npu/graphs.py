@@ -99,6 +99,17 @@ class NPUGraph(_C._Graph):
             )
         super().capture_begin(pool=0 if pool is None else int(pool), capture_error_mode=capture_error_mode)
 
+    def register_generator_state(self, generator: torch.Generator) -> None:
+        """Let the captures of this graph draw from ``generator``, an npu generator other
+        than the default ones (which are always registered), as ``CUDAGraph``'s twin.
+
+        Each replay then draws at the generator's offset of that moment and advances it
+        by what it drew, as the eager calls would. Call it before :meth:`capture_begin`;
+        drawing from an unregistered generator during a capture raises. :meth:`reset`
+        forgets the registrations.
+        """
+        super().register_generator_state(generator)
+
     def capture_end(self) -> None:
         """End the capture; after this, :meth:`replay` may be called.
 
@@ -456,7 +467,10 @@ def _make_graphed_forward(
 class CaptureProblem:
     """One operation of a step that an NPU graph capture could not record."""
 
-    kind: str  # "host sync", "dynamic output shape", "unsupported op", "host value"
+    # "host sync", "dynamic output shape", "unsupported op", "host value", "generator state"
+    # (a seed or rng state read or set), "unregistered generator" (a draw from a generator
+    # other than the default ones, see NPUGraph.register_generator_state)
+    kind: str
     op: str  # the operator or call
     detail: str  # what the capture would have raised
     stack: tuple[traceback.FrameSummary, ...]  # where the step issued it
@@ -507,8 +521,10 @@ def capture_report(step: Callable[..., Any], *args: Any, stream: torch.Stream | 
     run inside ``torch.npu.graph``; every operation that would make a capture fail -- a host
     sync (``.item()``, ``.cpu()``, ``torch.npu.synchronize()``, a copy from a cpu tensor), an
     operator whose output shape depends on its values (``nonzero``, boolean masks) or that
-    has no shape function, an operator returning a host value -- is listed with the Python
-    stack that issued it, instead of aborting at the first one. ``print(report)`` shows them.
+    has no shape function, an operator returning a host value, a generator's seed or state
+    read or set, a draw from a generator other than the default ones -- is listed with the
+    Python stack that issued it, instead of aborting at the first one. ``print(report)``
+    shows them.
     """
     if stream is None:
         index = torch.npu.current_device()

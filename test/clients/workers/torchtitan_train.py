@@ -5,7 +5,8 @@ step's loss.
 The data and tokenizer are local and synthetic (no hub, no ``datasets``): token ids drawn
 from a seeded generator, the same global batch whatever the world size. Everything else is
 torchtitan's debug configuration: its model, AdamW, warm-up schedule, selective activation
-checkpointing, and its device choice (``npu``, found through torch's accelerator).
+checkpointing, and its device choice (``npu``, found through torch's accelerator), with one
+setting changed: ``parallelism.spmd_backend = "partial_dtensor"`` (see ``SPMD_BACKEND``).
 
 Usage: torchtitan_train.py <dump dir> <steps> <global batch>
 """
@@ -24,6 +25,13 @@ from torchtitan.components.tokenizer import BaseTokenizer
 from torchtitan.models.llama3.config_registry import llama3_debugmodel
 
 SEQ_LEN = 32
+# torchtitan 0.3.0's default backend, "spmd_types", hands fully_shard plain parameters that
+# carry spmd_types annotations, together with ``dp_mesh_dims``; the FSDP that turns such
+# parameters into DTensors on the full mesh came after torch 2.13, whose FSDPParam rejects
+# them ("When dp_mesh_dims is provided, all parameters must be DTensors on the full SPMD
+# mesh"), on cpu with gloo as on npu. "partial_dtensor" is torchtitan's classic FSDP2 path:
+# fully_shard on the data-parallel mesh, which torch 2.13 supports.
+SPMD_BACKEND = "partial_dtensor"
 
 
 class SyntheticTokenizer(BaseTokenizer):
@@ -90,14 +98,18 @@ def main() -> None:
     config.validator.enable = False
     config.debug.seed = 0
     config.parallelism.data_parallel_shard_degree = world
+    config.parallelism.spmd_backend = SPMD_BACKEND
     trainer = config.build()
+    model = trainer.model_parts[0]
+    # Reported before training too, so that a run that stops in its first step still shows
+    # how the model was sharded.
+    report(device=str(trainer.device), fsdp=type(model).__name__.startswith("FSDP"),
+           param_types=sorted({type(p).__name__ for p in model.parameters()}),
+           param_devices=sorted({p.device.type for p in model.parameters()}))
     losses = []
     trainer.metrics_processor.logger = _LossLogger(losses, trainer.metrics_processor.logger)
     trainer.train()
-    model = trainer.model_parts[0]
-    report(device=str(trainer.device), losses=losses,
-           fsdp=type(model).__name__.startswith("FSDP"),
-           param_types=sorted({type(p).__name__ for p in model.parameters()}),
+    report(losses=losses, param_types=sorted({type(p).__name__ for p in model.parameters()}),
            param_devices=sorted({p.device.type for p in model.parameters()}))
     trainer.close()
     if torch.distributed.is_initialized():

@@ -193,6 +193,23 @@ def everything_else():
         return got
     both("batch_isend_irecv", batch)
 
+    def backend_batch(d, group):
+        # The C++ API's ProcessGroupHCCL::batch_isend_irecv (through the backend's binding),
+        # one work over all operations, against gloo's per-operation works on cpu.
+        peer = (rank + 1) % world
+        prev = (rank - 1) % world
+        got = torch.empty(6, device=d)
+        payload = data((6,), salt=7).to(d)
+        if group is None:
+            backend = dist.group.WORLD._get_backend(d)
+            backend.batch_isend_irecv(["irecv", "isend"], [got, payload], [prev, peer]).wait()
+        else:
+            ops = [dist.P2POp(dist.irecv, got, prev, group), dist.P2POp(dist.isend, payload, peer, group)]
+            for w in dist.batch_isend_irecv(ops):
+                w.wait()
+        return got
+    both("ProcessGroupHCCL.batch_isend_irecv", backend_batch)
+
     dist.barrier()
     checked.append("barrier")
 

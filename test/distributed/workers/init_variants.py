@@ -71,6 +71,12 @@ direct.allreduce([t]).wait()
 phases["reinit"] = {"npu": npu_sum_ok(), "direct": t.cpu().tolist(), "direct_timeout": direct.options._timeout.total_seconds(),
                     "exec_timeout": dist.group.WORLD._get_backend(dev).options._timeout.total_seconds(),
                     "available": npu_dist.is_hccl_available()}
+# ProcessGroup.set_timeout (what later torch releases call torch.distributed.set_timeout,
+# and training loops use to shorten the timeout after the first step) reaches hccl's
+# execution timeout, and collectives still run.
+dist.group.WORLD.set_timeout(datetime.timedelta(seconds=30))
+phases["reinit"]["set_timeout"] = dist.group.WORLD._get_backend(dev).options._timeout.total_seconds()
+phases["reinit"]["npu_after_set_timeout"] = npu_sum_ok()
 del direct
 dist.destroy_process_group()
 

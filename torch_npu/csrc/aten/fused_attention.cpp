@@ -858,11 +858,15 @@ std::vector<int64_t> physical_order(const at::Tensor& t) {
 }
 
 int64_t draw_dropout_seed(c10::Device device) {
-  at::Generator gen = device.type() == kNpu ? backing_cpu_generator(default_generator(device.index()))
-                                            : at::detail::getDefaultCPUGenerator();
-  auto* cpu = at::check_generator<at::CPUGeneratorImpl>(gen);
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return static_cast<int64_t>(cpu->random64() >> 1);
+  auto seed_from = [](at::Generator gen) {
+    auto* cpu = at::check_generator<at::CPUGeneratorImpl>(gen);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    return static_cast<int64_t>(cpu->random64() >> 1);
+  };
+  if (device.type() != kNpu) return seed_from(at::detail::getDefaultCPUGenerator());
+  int64_t seed = 0;
+  draw_from(default_generator(device.index()), 2, [&](const at::Generator& engine) { seed = seed_from(engine); });
+  return seed;
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_attention_forward(

@@ -8,6 +8,7 @@
 #include "torch_npu/csrc/aten/cuda_dtype_widening.h"
 #include "torch_npu/csrc/aten/fallback.h"
 #include "torch_npu/csrc/aten/fast_path.h"
+#include "torch_npu/csrc/aten/random_draws.h"
 #include "torch_npu/csrc/observe/npu_observe.h"
 #include "torch_npu/csrc/runtime/device.h"
 #include "torch_npu/csrc/runtime/allocator.h"
@@ -244,6 +245,7 @@ void npu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
   }
   if (call.device < 0) call.device = current_device();
   for (const auto& [index, tensor] : call.foreign) check_foreign_argument(op, index, tensor, call.device);
+  GeneratorArguments generators;
   for (size_t i = 0; i < num_args; ++i) {
     if (!is_generator_type(args[i].type())) continue;
     c10::IValue& iv = (*stack)[begin + i];
@@ -251,12 +253,14 @@ void npu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     TORCH_CHECK(gen.device().type() == kNpu, "Expected an npu generator for ", schema.name(),
                 " on npu tensors, got a generator of device ", gen.device(),
                 "; create it with torch.Generator(device='npu')");
-    iv = c10::IValue(backing_cpu_generator(gen));
+    iv = c10::IValue(engine_of(gen));  // loaded with the generator's stream when the kernel runs
+    generators.emplace_back(i, std::move(gen));
   }
+  TORCH_INTERNAL_ASSERT(generators.size() <= 1, schema.name(), " takes more than one generator");
 
   CurrentDeviceScope device_scope(call.device);
   if (active_capture() != nullptr &&
-      record_operator(op, stack, {call.npu_to_cpu.begin(), call.npu_to_cpu.end()}, call.device)) {
+      record_operator(op, stack, {call.npu_to_cpu.begin(), call.npu_to_cpu.end()}, call.device, generators)) {
     return;
   }
   const bool sparse = !call.sparse_to_cpu.empty() || ks.has(c10::DispatchKey::SparsePrivateUse1);
@@ -265,7 +269,15 @@ void npu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
   launch.start(current_stream(call.device));
   try {
     CpuAllocationRedirect redirect(call.device);
-    redispatch_to_cpu_kernel(op, cpu_keys, stack);
+    if (generators.empty()) {
+      redispatch_to_cpu_kernel(op, cpu_keys, stack);
+    } else {
+      const auto& [index, npu_gen] = generators.front();
+      draw_from(npu_gen, max_values_drawn(op, &(*stack)[begin], num_args), [&](const at::Generator& engine) {
+        (*stack)[begin + index] = c10::IValue(engine);
+        redispatch_to_cpu_kernel(op, cpu_keys, stack);
+      });
+    }
   } catch (const c10::NotImplementedError&) {
     if (!op.hasKernelForDispatchKey(sparse ? c10::DispatchKey::SparseCPU : c10::DispatchKey::CPU)) {
       report_missing_cpu_kernel(op);

@@ -94,6 +94,13 @@ py::object build(py::module_& parent) {
            [](const ProcessGroupHCCL& p, const std::string& headline) { return p.state()->board->report(headline, 0); },
            py::arg("headline") = "hccl collective status", py::call_guard<py::gil_scoped_release>())
       .def("snapshot", [](const ProcessGroupHCCL& p) { return snapshot_to_python(p.state()->board->snapshot()); })
+      .def("batch_isend_irecv",
+           [](ProcessGroupHCCL& p, std::vector<std::string> op_type, std::vector<at::Tensor> tensors,
+              std::vector<int64_t> remote_rank_list) {
+             return p.batch_isend_irecv(op_type, tensors, std::move(remote_rank_list));
+           },
+           py::arg("op_type"), py::arg("tensors"), py::arg("remote_rank_list"),
+           py::call_guard<py::gil_scoped_release>())
       .def("_arrival_stats",
            [](const ProcessGroupHCCL& p) {
              auto s = p.state()->board->arrival_stats();

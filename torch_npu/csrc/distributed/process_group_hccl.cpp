@@ -475,7 +475,7 @@ bool WorkHCCL::wait(std::chrono::milliseconds timeout) {
 
 ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Backend> transport, std::shared_ptr<Board> board, int rank,
                                    int size, c10::intrusive_ptr<Options> options, double dump_after_s)
-    : c10d::Backend(rank, size), transport_(std::move(transport)), options_(std::move(options)) {
+    : c10d_npu::ProcessGroupHCCL(rank, size), transport_(std::move(transport)), options_(std::move(options)) {
   TORCH_CHECK(transport_, "hccl: a transport backend is required");
   TORCH_CHECK(board && board->world() == size && board->rank() == rank, "hccl: the collective board does not match "
               "rank ", rank, " of ", size);
@@ -894,6 +894,35 @@ class WorkCoalesced : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 }  // namespace
+
+}  // namespace torch_npu::hccl
+
+c10::intrusive_ptr<c10d::Work> c10d_npu::ProcessGroupHCCL::batch_isend_irecv(std::vector<std::string>& op_type,
+                                                                            std::vector<at::Tensor>& tensors,
+                                                                            std::vector<int64_t> remote_rank_list) {
+  TORCH_CHECK(op_type.size() == tensors.size() && tensors.size() == remote_rank_list.size(),
+              "batch_isend_irecv: op_type, tensors and remote_rank_list must have one entry per operation, got ",
+              op_type.size(), ", ", tensors.size(), " and ", remote_rank_list.size());
+  for (size_t i = 0; i < op_type.size(); ++i) {
+    TORCH_CHECK(op_type[i] == "isend" || op_type[i] == "irecv", "batch_isend_irecv: op_type[", i, "] is '",
+                op_type[i], "'; expected 'isend' or 'irecv'");
+    TORCH_CHECK(remote_rank_list[i] >= 0 && remote_rank_list[i] < getSize() && remote_rank_list[i] != getRank(),
+                "batch_isend_irecv: remote_rank_list[", i, "] is ", remote_rank_list[i], "; expected a rank of this "
+                "group other than this rank (", getRank(), " of ", getSize(), ")");
+  }
+  // Sends and receives never block the caller here (a receive is posted once its send's
+  // signature arrives), so posting them one by one is posting them at once.
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  works.reserve(op_type.size());
+  for (size_t i = 0; i < op_type.size(); ++i) {
+    std::vector<at::Tensor> one{tensors[i]};
+    const int peer = static_cast<int>(remote_rank_list[i]);
+    works.push_back(op_type[i] == "isend" ? send(one, peer, 0) : recv(one, peer, 0));
+  }
+  return c10::make_intrusive<torch_npu::hccl::WorkCoalesced>(getRank(), std::move(works));
+}
+
+namespace torch_npu::hccl {
 
 void ProcessGroupHCCL::startCoalescing() {
   std::lock_guard<std::mutex> lk(coalesce_mu_);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "torch_npu/csrc/distributed/hccl_board.h"
+#include "torch_npu/csrc/distributed/ProcessGroupHCCL.hpp"
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -83,7 +84,8 @@ class WorkHCCL : public c10d::Work {
   bool done_ = false;
 };
 
-class ProcessGroupHCCL : public c10d::Backend {
+// The public c10d_npu::ProcessGroupHCCL (torch_npu/include) is its base.
+class ProcessGroupHCCL : public c10d_npu::ProcessGroupHCCL {
  public:
   struct Options : c10d::Backend::Options {
     explicit Options(std::chrono::milliseconds timeout = kBackendDefaultTimeout)
@@ -105,7 +107,8 @@ class ProcessGroupHCCL : public c10d::Backend {
   void eagerConnectSingleDevice(at::Device /*device*/) override {}
   // torch.distributed._coalescing_manager(group, device): the collectives issued in between
   // run as they are issued, and endCoalescing returns one work over all of them.
-  // supportsCoalescing() stays false: batch_isend_irecv keeps one work per operation.
+  // supportsCoalescing() stays false: torch.distributed.batch_isend_irecv keeps one work per
+  // operation (the C++ batch_isend_irecv returns one work over all).
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 

@@ -5,6 +5,7 @@
 // instead of run; work on other streams runs.
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
@@ -39,14 +40,22 @@ uint64_t capture_id_of_stream(const c10::Stream& stream);
 void join_capture(uint64_t capture_id, const c10::Stream& stream);
 bool is_capture_underway(uint64_t capture_id);
 
+// Called by the generators before their state is read or changed: raises while the
+// current stream is being captured, as CUDA's generators do (a check run reports it).
+void check_generator_not_capturing(const char* what);
+
+// The npu generators of an operator call: argument index -> generator.
+using GeneratorArguments = std::vector<std::pair<size_t, at::Generator>>;
+
 // Records a boxed operator call into the active capture. `stack` holds the arguments
-// with npu tensors already replaced by their CPU aliases; on return it holds the
-// operator's outputs (npu tensors from the graph's pool), computed without running.
-// Returns false (recording nothing) when the active capture is a check run: the caller
-// then runs the operator.
+// with npu tensors already replaced by their CPU aliases and npu generators by their
+// engines (`generators` names the npu generators); on return it holds the operator's
+// outputs (npu tensors from the graph's pool), computed without running. Returns false
+// (recording nothing) when the active capture is a check run: the caller then runs the
+// operator.
 bool record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                      const std::vector<std::pair<at::Tensor, at::Tensor>>& npu_to_cpu,
-                     c10::DeviceIndex device);
+                     c10::DeviceIndex device, const GeneratorArguments& generators);
 // Records a host call into the active capture; `keep` are the npu tensors it uses.
 void record_host_call(std::function<void()> fn, std::vector<at::Tensor> keep = {});
 

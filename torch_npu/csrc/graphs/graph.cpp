@@ -254,6 +254,25 @@ void check_device_sync(c10::DeviceIndex device, const char* what) {
   check_not_capturing(what);
 }
 
+void check_generator_not_capturing(const char* what) {
+  if (g_num_captures.load(std::memory_order_acquire) == 0) return;
+  auto c = active_capture();
+  if (c == nullptr) return;
+  // CUDA's generators refuse these calls during capture (at::cuda::assertNotCapturing):
+  // a captured graph replays its draws at the generator's offset of each replay, which
+  // a seed or state read or written now could not follow. The capture is left as it was.
+  const std::string message =
+      std::string("Cannot call ") + what + " during NPU graph capture: the seed and offset of an npu generator " +
+      "can be neither read nor changed while " + stream_name(c->device, c->streams.front()) +
+      " is being captured. Seed, save or restore generators before capture_begin() or after capture_end() "
+      "(Generator.graphsafe_set_state is allowed). The capture itself goes on.";
+  if (c->checking()) {
+    report_capture_problem(c, "generator state", what, message);
+    return;
+  }
+  TORCH_CHECK(false, message);
+}
+
 void record_host_call(std::function<void()> fn, std::vector<at::Tensor> keep) {
   auto capture = active_capture();
   TORCH_INTERNAL_ASSERT(capture != nullptr && !capture->checking());
@@ -356,6 +375,19 @@ size_t NpuGraph::num_kernel_launches() const {
       std::count_if(nodes_.begin(), nodes_.end(), [](const GraphNode& n) { return n.callable != nullptr; }));
 }
 
+void NpuGraph::register_generator_state(const at::Generator& generator) {
+  TORCH_CHECK(generator.defined() && generator.device().type() == c10::DeviceType::PrivateUse1,
+              "NPUGraph.register_generator_state expects an npu generator (torch.Generator(device='npu')), got ",
+              generator.defined() ? "a generator of " + generator.device().str() : std::string("None"));
+  auto lock = lock_without_gil(mu_);
+  TORCH_CHECK(capture_ == nullptr, "Cannot register a generator with an NPUGraph during its capture; call "
+              "register_generator_state before capture_begin()");
+  for (const auto& g : registered_generators_) {
+    if (g.unsafeGetGeneratorImpl() == generator.unsafeGetGeneratorImpl()) return;
+  }
+  registered_generators_.push_back(generator);
+}
+
 void NpuGraph::capture_begin(int64_t pool, const std::string& capture_error_mode) {
   CaptureErrorMode mode = parse_capture_error_mode(capture_error_mode);
   auto lock = lock_without_gil(mu_);
@@ -376,6 +408,7 @@ void NpuGraph::capture_begin(int64_t pool, const std::string& capture_error_mode
   pool_ = chosen;
   abort_reason_.clear();
   capture_ = std::make_shared<GraphCapture>(g_next_capture_id++, pool_, stream, mode, CaptureProblemSink());
+  capture_->registered_generators = registered_generators_;
   register_capture(capture_);
 }
 
@@ -391,6 +424,7 @@ void NpuGraph::check_begin(CaptureProblemSink sink) {
               " is already being captured into an NPU graph");
   capture_ = std::make_shared<GraphCapture>(g_next_capture_id++, 0, stream, CaptureErrorMode::Relaxed,
                                             std::move(sink));
+  capture_->registered_generators = registered_generators_;
   register_capture(capture_);
 }
 
@@ -500,6 +534,7 @@ void NpuGraph::reset() {
     for (auto& n : take_nodes_locked()) dropped.push_back(std::move(n));
     released = std::move(keep_alive_);
     keep_alive_.clear();
+    registered_generators_.clear();  // as CUDA's reset forgets its generator states
     abort_reason_.clear();
     captured_ = false;
     has_python_nodes_ = false;

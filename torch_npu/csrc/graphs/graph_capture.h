@@ -5,6 +5,7 @@
 #include "torch_npu/csrc/graphs/npu_graph.h"
 #include "torch_npu/csrc/runtime/allocator.h"
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/Stream.h>
 
@@ -49,6 +50,9 @@ class GraphCapture {
   const CaptureErrorMode mode;
   const CaptureProblemSink sink;
   std::vector<c10::StreamId> streams;  // guarded by the registry lock
+  // Generators besides the default ones that recorded calls may draw from
+  // (NPUGraph.register_generator_state), fixed at capture_begin.
+  std::vector<at::Generator> registered_generators;
   std::mutex mu;                       // guards what follows
   std::vector<GraphNode> nodes;
   std::vector<at::Tensor> keep_alive;

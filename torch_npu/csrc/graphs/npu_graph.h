@@ -26,7 +26,8 @@ CaptureErrorMode parse_capture_error_mode(const std::string& mode);
 
 // One problem a check run found: what would have broken a capture, and where.
 struct CaptureProblem {
-  std::string kind;    // "host sync", "dynamic output shape", "unsupported op", "host value"
+  std::string kind;    // "host sync", "dynamic output shape", "unsupported op", "host value",
+                       // "generator state", "unregistered generator"
   std::string op;      // the operator or call
   std::string detail;  // the message a capture would have raised
 };
@@ -53,6 +54,10 @@ class NpuGraph {
  public:
   NpuGraph();
   ~NpuGraph();
+  // Lets calls recorded by the next captures draw from `generator` (the default generators
+  // need no registration): each replay then draws at its offset and advances it, as CUDA's
+  // CUDAGraph.register_generator_state. Not during this graph's capture.
+  void register_generator_state(const at::Generator& generator);
   void capture_begin(int64_t pool, const std::string& capture_error_mode);
   // A check run: the work of the current stream runs as usual, and every operation a capture
   // could not record is passed to `sink` instead of aborting.
@@ -70,6 +75,7 @@ class NpuGraph {
   std::shared_ptr<GraphCapture> capture_;
   std::vector<GraphNode> nodes_;
   std::vector<at::Tensor> keep_alive_;
+  std::vector<at::Generator> registered_generators_;
   std::string abort_reason_;
   int64_t pool_ = 0;
   bool captured_ = false;

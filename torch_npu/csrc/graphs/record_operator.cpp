@@ -1,14 +1,16 @@
 // Recording one operator call into an NPU graph capture (record_operator of capture.h).
 //
-// A call is recorded in phases, each a method of OperatorRecording below: refuse the
-// aliasing its CPU kernel would refuse; find its output geometry without running it
-// (meta_shapes.h); refuse host values among its returns; give its outputs npu memory of
-// the graph's pool (or, for a return that aliases an argument, that argument); note the
-// tensors it reads and writes for the observers of its replays; re-bind its generator
-// arguments to npu generators; and build the replayed call, through the out= overload
-// where one writes straight into the outputs.
+// A call is recorded in phases, each a method of OperatorRecording below: refuse a
+// generator the graph does not know; refuse the aliasing its CPU kernel would refuse; find
+// its output geometry without running it (meta_shapes.h); refuse host values among its
+// returns; give its outputs npu memory of the graph's pool (or, for a return that aliases
+// an argument, that argument); note the tensors it reads and writes for the observers of
+// its replays; and build the replayed call, through the out= overload where one writes
+// straight into the outputs. A replayed random call draws from its npu generator at that
+// generator's offset of the replay and advances it, as the eager call would.
 #include "torch_npu/csrc/aten/cpu_aliases.h"
 #include "torch_npu/csrc/aten/cuda_dtype_widening.h"
+#include "torch_npu/csrc/aten/random_draws.h"
 #include "torch_npu/csrc/graphs/capture.h"
 #include "torch_npu/csrc/graphs/graph_capture.h"
 #include "torch_npu/csrc/graphs/meta_shapes.h"
@@ -42,13 +44,19 @@ at::Tensor output_in(const OutputSlot& slot, const torch::jit::Stack& returns) {
   return slot.element.has_value() ? ret.toTensorList().get(*slot.element) : ret.toTensor();
 }
 
-using GeneratorArguments = std::vector<std::pair<size_t, at::Generator>>;
-
-// Puts the current state of the npu generators into the generator arguments of `stack`.
-void bind_generators(torch::jit::Stack& stack, const GeneratorArguments& generators) {
-  for (const auto& g : generators) {
-    if (g.second.defined()) stack[g.first] = c10::IValue(backing_cpu_generator(g.second));
+// Runs `call` on `stack`, the recorded call's arguments, with the generator argument (if
+// any) drawing from its npu generator at that generator's offset now.
+void run_drawing(torch::jit::Stack& stack, const GeneratorArguments& generators, std::optional<uint64_t> max_values,
+                 const std::function<void(torch::jit::Stack&)>& call) {
+  if (generators.empty()) {
+    call(stack);
+    return;
   }
+  const auto& [index, npu_gen] = generators.front();
+  draw_from(npu_gen, max_values, [&](const at::Generator& engine) {
+    stack[index] = c10::IValue(engine);
+    call(stack);
+  });
 }
 
 // The argument a return aliases (`Tensor(a)` / `Tensor(a!)` in the schema), if any.
@@ -206,28 +214,29 @@ class OperatorRecording {
     return accesses;
   }
 
-  // The npu generators behind the generator arguments, looked up again at every replay so
-  // graph-safe state swaps apply.
-  GeneratorArguments npu_generators() const {
-    GeneratorArguments generators;
-    for (size_t i = 0; i < cpu_args_.size(); ++i) {
-      if (cpu_args_[i].isGenerator()) generators.emplace_back(i, default_generator(device_));
-    }
-    // The fallback replaced the npu generator by its backing CPU generator; remember the npu
-    // one. (An explicitly passed npu generator is found by matching its backing generator.)
-    for (auto& g : generators) {
-      const at::Generator& cpu_gen = cpu_args_[g.first].toGenerator();
-      for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
-        if (backing_cpu_generator(default_generator(d)).unsafeGetGeneratorImpl() ==
-            cpu_gen.unsafeGetGeneratorImpl()) {
-          g.second = default_generator(d);
-        }
+  // False when a generator argument is neither a default generator nor registered with the
+  // graph: as on CUDA, such a generator cannot be drawn from in a capture. A capture raises
+  // and goes on (nothing was recorded); a check run reports it and runs the call.
+  bool generators_registered(const GeneratorArguments& generators) {
+    for (const auto& g : generators) {
+      if (is_default_generator(g.second)) continue;
+      bool registered = false;
+      for (const auto& r : capture_->registered_generators) {
+        registered = registered || r.unsafeGetGeneratorImpl() == g.second.unsafeGetGeneratorImpl();
       }
-      if (backing_cpu_generator(g.second).unsafeGetGeneratorImpl() != cpu_gen.unsafeGetGeneratorImpl()) {
-        g.second = at::Generator();  // a user generator: keep the CPU generator it had
+      if (registered) continue;
+      const std::string message =
+          "NPU graph capture cannot record " + schema_.name() + ": it draws from an npu generator that is not "
+          "registered with the graph being captured, whose replays could not advance that generator. Call "
+          "graph.register_generator_state(generator) before capture_begin() (the default generators need no "
+          "registration), or draw from the default generator. The capture itself goes on.";
+      if (capture_->checking()) {
+        report_capture_problem(capture_, "unregistered generator", schema_.name(), message);
+        return false;
       }
+      TORCH_CHECK(false, message);
     }
-    return generators;
+    return true;
   }
 
   // The replayed call: through the out= overload when every return is a fresh output (a
@@ -237,22 +246,26 @@ class OperatorRecording {
     for (size_t r = 0; r < slots_.size() && all_outputs_fresh; ++r) {
       all_outputs_fresh = !slots_[r].element.has_value() && slots_[r].ret == r;
     }
+    const std::optional<uint64_t> max_values =
+        generators.empty() ? std::nullopt : max_values_drawn(op_, cpu_args_.data(), cpu_args_.size());
     std::optional<c10::OperatorHandle> out_op = all_outputs_fresh ? out_overload(schema_) : std::nullopt;
     if (out_op.has_value()) {
       std::vector<c10::IValue> out_args(cpu_args_);
       for (const auto& slot : slots_) out_args.emplace_back(slot.cpu_alias);
       c10::OperatorHandle out_handle = *out_op;
-      return [out_handle, out_args, generators]() {
+      return [out_handle, out_args, generators, max_values]() {
         torch::jit::Stack s(out_args.begin(), out_args.end());
-        bind_generators(s, generators);
-        redispatch_to_cpu_kernel(out_handle, c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+        run_drawing(s, generators, max_values, [&](torch::jit::Stack& stack) {
+          redispatch_to_cpu_kernel(out_handle, c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+        });
       };
     }
     c10::OperatorHandle handle = op_;
-    return [handle, cpu_args = cpu_args_, slots = slots_, generators]() {
+    return [handle, cpu_args = cpu_args_, slots = slots_, generators, max_values]() {
       torch::jit::Stack s(cpu_args.begin(), cpu_args.end());
-      bind_generators(s, generators);
-      redispatch_to_cpu_kernel(handle, c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+      run_drawing(s, generators, max_values, [&](torch::jit::Stack& stack) {
+        redispatch_to_cpu_kernel(handle, c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+      });
       for (const auto& slot : slots) {
         at::Tensor dst = slot.cpu_alias;
         dst.copy_(output_in(slot, s));
@@ -359,7 +372,8 @@ class OperatorRecording {
 }  // namespace
 
 bool record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
-                     const std::vector<std::pair<at::Tensor, at::Tensor>>& npu_to_cpu, c10::DeviceIndex device) {
+                     const std::vector<std::pair<at::Tensor, at::Tensor>>& npu_to_cpu, c10::DeviceIndex device,
+                     const GeneratorArguments& generators) {
   auto capture = active_capture();
   TORCH_INTERNAL_ASSERT(capture != nullptr);
   const bool checking = capture->checking();
@@ -368,6 +382,7 @@ bool record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   OperatorRecording recording(capture, op, std::vector<c10::IValue>(stack->begin() + begin, stack->end()),
                               npu_to_cpu, device);
 
+  if (!recording.generators_registered(generators)) return false;
   if (!checking) recording.refuse_overlap();
   std::optional<torch::jit::Stack> meta = recording.output_geometry();
   if (!meta.has_value() || !recording.returns_only_tensors(*meta) || checking) return false;
@@ -377,7 +392,7 @@ bool record_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   GraphNode node;
   // Each replay of the node announces it to the profiler and the stream sanitizer.
   node.native = observe::replayed_node(op.schema().name(), device, std::move(accesses),
-                                       recording.replayed_call(recording.npu_generators()));
+                                       recording.replayed_call(generators));
   capture->add_node(std::move(node), recording.take_keep());
   stack->erase(stack->begin() + begin, stack->end());
   for (auto& r : recording.take_results()) stack->push_back(std::move(r));

@@ -64,11 +64,8 @@ void NPUGeneratorImpl::set_philox_offset_per_thread(uint64_t offset) { set_offse
 uint64_t NPUGeneratorImpl::philox_offset_per_thread() const { return get_offset(); }
 
 PhiloxNpuState NPUGeneratorImpl::philox_npu_state(uint64_t increment) {
-  std::lock_guard<std::mutex> lock(runtime_.mutex());
-  uint64_t offset = runtime_.get_offset();
-  PhiloxNpuState state(runtime_.current_seed(), offset);
-  runtime_.set_offset(offset + ((increment + 3) / 4) * 4);
-  return state;
+  const auto [seed, offset] = torch_npu::reserve_philox_values(runtime_, increment);
+  return PhiloxNpuState(seed, offset);
 }
 
 std::pair<uint64_t, uint64_t> NPUGeneratorImpl::philox_engine_inputs(uint64_t increment) {

@@ -14,14 +14,23 @@
 //
 // After a call the offset advances by the number of 32-bit values the kernel drew,
 // rounded up to a multiple of 4 (CUDA rounds its increments the same way). The count is
-// recovered from the engine itself when the generator is next touched: the Twister's
-// position within its block plus the number of blocks it regenerated, found by
-// regenerating blocks from the filled state until they match. That needs no knowledge of
-// the operator, so kernels, graph replays and fused kernels drawing a seed all advance
-// the offset by what they used.
+// recovered from the engine itself right after the call: the Twister's position within
+// its block plus the number of blocks it regenerated, found by regenerating blocks from the
+// filled state until they match. That needs no knowledge of the operator, so kernels,
+// graph replays and fused kernels drawing a seed all advance the offset by what they used.
+// A call whose operator bounds its draws (random_draws.h: torch.rand(4) takes 4 values)
+// gets only the Philox words those values depend on, the same numbers at a fraction of
+// the 156 Philox blocks of a full fill.
+//
+// A draw holds the generator's lock from the refill to the count (draw_from), so threads
+// sharing a generator take turns and each continues where the other left the offset.
+//
+// During an NPU graph capture the state cannot be read or changed, as on CUDA; recorded
+// calls draw at replay time (record_operator.cpp).
 //
 // The state sits behind a pointer so graph-safe state swapping (graphsafe_get_state /
 // graphsafe_set_state) exchanges seed, offset and engine together.
+#include "torch_npu/csrc/graphs/capture.h"
 #include "torch_npu/csrc/runtime/device.h"
 #include "torch_npu/csrc/runtime/generator.h"
 
@@ -35,6 +44,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 
 namespace torch_npu {
 namespace {
@@ -71,12 +81,14 @@ constexpr int kTwisterWords = 624;  // at::mt19937's state size
 constexpr int kTwisterShift = 397;
 using TwisterWords = std::array<uint32_t, kTwisterWords>;
 
+// The step at::mt19937 regenerates each word of its block with.
+constexpr uint32_t twist(uint32_t u, uint32_t v) {
+  const uint32_t y = (u & 0x80000000u) | (v & 0x7fffffffu);
+  return (y >> 1) ^ ((v & 1u) ? 0x9908b0dfu : 0u);
+}
+
 // One regeneration of a Mersenne-Twister block, as at::mt19937 performs it.
 void regenerate(TwisterWords& s) {
-  auto twist = [](uint32_t u, uint32_t v) {
-    const uint32_t y = (u & 0x80000000u) | (v & 0x7fffffffu);
-    return (y >> 1) ^ ((v & 1u) ? 0x9908b0dfu : 0u);
-  };
   int i = 0;
   for (; i < kTwisterWords - kTwisterShift; ++i) s[i] = s[i + kTwisterShift] ^ twist(s[i], s[i + 1]);
   for (; i < kTwisterWords - 1; ++i) s[i] = s[i + kTwisterShift - kTwisterWords] ^ twist(s[i], s[i + 1]);
@@ -87,11 +99,21 @@ uint64_t round_up_to_4(uint64_t n) { return (n + 3) / 4 * 4; }
 
 void check_offset(uint64_t offset) { TORCH_CHECK(offset % 4 == 0, "offset must be a multiple of 4"); }
 
+// The first `values` words of the Twister block the engine would regenerate from `s`
+// (at::mt19937's twist), for values <= kTwisterWords - kTwisterShift: each depends only on
+// s[i], s[i + 1] and s[i + kTwisterShift].
+void regenerate_prefix(const TwisterWords& s, uint64_t values, TwisterWords& out) {
+  for (uint64_t i = 0; i < values; ++i) out[i] = s[i + kTwisterShift] ^ twist(s[i], s[i + 1]);
+}
+
+// Calls that draw at most this many values get a partial fill (see refill).
+constexpr uint64_t kPartialFillLimit = kTwisterWords - kTwisterShift;
+
 struct NpuGeneratorState : c10::intrusive_ptr_target {
   NpuGeneratorState(uint64_t seed, uint64_t offset)
       : seed(seed), offset(offset), engine(at::make_generator<at::CPUGeneratorImpl>(seed)) {}
 
-  // Counts what the kernels drew since the last refill and advances the offset by it.
+  // Counts what the kernel drew since the last refill and advances the offset by it.
   void settle() {
     if (!filled) return;
     filled = false;
@@ -102,7 +124,16 @@ struct NpuGeneratorState : c10::intrusive_ptr_target {
     }
     // The engine's seed field carries the refill's stamp; a mismatch would mean the
     // engine was replaced behind the generator's back, and nothing is counted then.
-    if (now.seed_ != stamp || (now.left_ == 1 && now.next_ == 0)) return;
+    if (now.seed_ != stamp) return;
+    if (partial.has_value()) {
+      // Until a draw past the prefix, left_ + next_ stays what the refill set.
+      TORCH_INTERNAL_ASSERT(static_cast<uint64_t>(now.left_) + now.next_ == *partial + 1,
+                            "an npu random kernel drew more than the ", *partial,
+                            " values its operator was expected to draw; its numbers are wrong");
+      offset += round_up_to_4(now.next_);
+      return;
+    }
+    if (now.left_ == 1 && now.next_ == 0) return;
     uint64_t blocks = 1;
     TwisterWords state = fill;
     regenerate(state);
@@ -114,22 +145,39 @@ struct NpuGeneratorState : c10::intrusive_ptr_target {
     offset += round_up_to_4((blocks - 1) * kTwisterWords + now.next_);
   }
 
-  // Settles the previous call, then loads the engine with the stream of (seed, offset).
-  const at::Generator& refill() {
+  // Loads the engine with the stream of (seed, offset). A call known to draw at most
+  // `max_values` values (<= kPartialFillLimit) gets only those values: the refill computes
+  // the Philox blocks they depend on, regenerates their prefix of the Twister block itself
+  // and hands the engine that prefix as an already regenerated block with exactly
+  // `max_values` draws left in it. The values drawn are the very ones a full fill gives.
+  const at::Generator& refill(std::optional<uint64_t> max_values) {
     settle();
     const uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
     const uint64_t block_index = offset / 4;
-    for (uint32_t j = 0; j < kTwisterWords / 4; ++j) {
-      const Block out = philox4x32_10(
-          Block{static_cast<uint32_t>(block_index), static_cast<uint32_t>(block_index >> 32), j, 0}, key0, key1);
-      std::copy(out.begin(), out.end(), fill.begin() + 4 * j);
-    }
-    at::mt19937_data_pod pod{};
+    auto fill_blocks = [&](uint32_t first, uint32_t last) {  // Philox blocks [first, last)
+      for (uint32_t j = first; j < last; ++j) {
+        const Block out = philox4x32_10(
+            Block{static_cast<uint32_t>(block_index), static_cast<uint32_t>(block_index >> 32), j, 0}, key0, key1);
+        std::copy(out.begin(), out.end(), fill.begin() + 4 * j);
+      }
+    };
     pod.seed_ = ++stamp;
     pod.seeded_ = true;
-    pod.left_ = 1;  // the first draw regenerates the block, as after at::mt19937's seeding
     pod.next_ = 0;
-    pod.state_ = fill;
+    if (max_values.has_value() && *max_values <= kPartialFillLimit) {
+      const uint64_t n = *max_values;
+      // Words [0, n] and [kTwisterShift, kTwisterShift + n) of the fill.
+      fill_blocks(0, static_cast<uint32_t>(n / 4 + 1));
+      fill_blocks(kTwisterShift / 4, static_cast<uint32_t>((kTwisterShift + n + 3) / 4));
+      regenerate_prefix(fill, n, pod.state_);
+      pod.left_ = static_cast<int>(n + 1);  // the (n + 1)-th draw would regenerate the block
+      partial = n;
+    } else {
+      fill_blocks(0, kTwisterWords / 4);
+      pod.state_ = fill;
+      pod.left_ = 1;  // the first draw regenerates the block, as after at::mt19937's seeding
+      partial.reset();
+    }
     twister.set_data(pod);
     {
       std::lock_guard<std::mutex> lock(engine.mutex());
@@ -143,12 +191,14 @@ struct NpuGeneratorState : c10::intrusive_ptr_target {
     return engine;
   }
 
-  std::mutex mutex;  // guards everything below
+  std::mutex mutex;  // guards everything below; held from a refill to its settle
   uint64_t seed;
   uint64_t offset;
   at::Generator engine;  // the CPU generator the cpu kernels draw from
-  TwisterWords fill{};   // the engine's state as last refilled
+  TwisterWords fill{};   // the Philox words of the last refill (all of them unless partial)
+  at::mt19937_data_pod pod{};
   at::mt19937 twister;   // staging for the engine's refills (constructing one seeds it, a wasted pass)
+  std::optional<uint64_t> partial;  // the values a partial refill provided
   uint64_t stamp = 0;
   bool filled = false;
 };
@@ -162,28 +212,32 @@ struct NpuGeneratorImpl final : public c10::GeneratorImpl {
   NpuGeneratorImpl(c10::DeviceIndex device, uint64_t seed)
       : NpuGeneratorImpl(device, c10::make_intrusive<NpuGeneratorState>(seed, 0)) {}
 
+  // As on CUDA, the state of a generator can be neither read nor changed while the current
+  // stream is being captured (check_generator_not_capturing); graph-safe swaps can.
   void set_current_seed(uint64_t seed) override {
+    check_generator_not_capturing("NpuGeneratorImpl::set_current_seed");
     StateLock lock(state_->mutex);
-    state_->settle();
     state_->seed = seed;
     state_->offset = 0;
   }
   void set_offset(uint64_t offset) override {
+    check_generator_not_capturing("NpuGeneratorImpl::set_offset");
     check_offset(offset);
     StateLock lock(state_->mutex);
-    state_->settle();
     state_->offset = offset;
   }
   uint64_t get_offset() const override {
+    check_generator_not_capturing("NpuGeneratorImpl::get_offset");
     StateLock lock(state_->mutex);
-    state_->settle();
     return state_->offset;
   }
   uint64_t current_seed() const override {
+    check_generator_not_capturing("NpuGeneratorImpl::current_seed");
     StateLock lock(state_->mutex);
     return state_->seed;
   }
   uint64_t seed() override {
+    check_generator_not_capturing("NpuGeneratorImpl::seed");
     const uint64_t random = c10::detail::getNonDeterministicRandom(true);
     set_current_seed(random);
     return random;
@@ -191,11 +245,11 @@ struct NpuGeneratorImpl final : public c10::GeneratorImpl {
 
   // 8 bytes of seed then 8 bytes of offset, as CUDA's generator saves them.
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    check_generator_not_capturing("NpuGeneratorImpl::get_state");
     uint64_t seed = 0;
     int64_t offset = 0;
     {
       StateLock lock(state_->mutex);
-      state_->settle();
       seed = state_->seed;
       offset = static_cast<int64_t>(state_->offset);
     }
@@ -207,6 +261,7 @@ struct NpuGeneratorImpl final : public c10::GeneratorImpl {
   }
   // Accepts the 16-byte state, or the 8-byte seed alone (offset 0), as CUDA does.
   void set_state(const c10::TensorImpl& new_state) override {
+    check_generator_not_capturing("NpuGeneratorImpl::set_state");
     at::detail::check_rng_state(new_state);
     const int64_t size = new_state.numel();
     TORCH_CHECK(size == kStateBytes || size == kSeedBytes, "RNG state is wrong size");
@@ -217,7 +272,6 @@ struct NpuGeneratorImpl final : public c10::GeneratorImpl {
     if (size == kStateBytes) std::memcpy(&offset, bytes + sizeof(seed), sizeof(offset));
     check_offset(static_cast<uint64_t>(offset));
     StateLock lock(state_->mutex);
-    state_->settle();
     state_->seed = seed;
     state_->offset = static_cast<uint64_t>(offset);
   }
@@ -225,30 +279,34 @@ struct NpuGeneratorImpl final : public c10::GeneratorImpl {
   void graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& new_state) override {
     auto* other = dynamic_cast<NpuGeneratorImpl*>(new_state.get());
     TORCH_CHECK(other != nullptr, "graphsafe_set_state expects the state of an npu generator");
-    state_ = other->state_;
+    state_ = other->state();
   }
   c10::intrusive_ptr<c10::GeneratorImpl> graphsafe_get_state() const override {
-    return c10::make_intrusive<NpuGeneratorImpl>(device().index(), state_);
+    return c10::make_intrusive<NpuGeneratorImpl>(device().index(), state());
   }
 
-  const at::Generator& refill_engine() {
-    StateLock lock(state_->mutex);
-    return state_->refill();
-  }
+  // The state now behind this generator (a graph-safe swap may replace it at any time).
+  c10::intrusive_ptr<NpuGeneratorState> state() const { return state_; }
 
  private:
   static constexpr int64_t kSeedBytes = sizeof(uint64_t);
   static constexpr int64_t kStateBytes = sizeof(uint64_t) + sizeof(int64_t);
 
   NpuGeneratorImpl* clone_impl() const override {
-    StateLock lock(state_->mutex);
-    state_->settle();
-    return new NpuGeneratorImpl(device().index(),
-                                c10::make_intrusive<NpuGeneratorState>(state_->seed, state_->offset));
+    check_generator_not_capturing("NpuGeneratorImpl::clone_impl");
+    auto state = this->state();
+    StateLock lock(state->mutex);
+    return new NpuGeneratorImpl(device().index(), c10::make_intrusive<NpuGeneratorState>(state->seed, state->offset));
   }
 
   c10::intrusive_ptr<NpuGeneratorState> state_;
 };
+
+NpuGeneratorImpl& npu_impl(const at::Generator& gen) {
+  auto* impl = dynamic_cast<NpuGeneratorImpl*>(gen.unsafeGetGeneratorImpl());
+  TORCH_CHECK(impl != nullptr, "expected an npu generator, got a generator of ", gen.device());
+  return *impl;
+}
 
 }  // namespace
 
@@ -265,16 +323,46 @@ const at::Generator& default_generator(c10::DeviceIndex device) {
   return generators[idx];
 }
 
+bool is_default_generator(const at::Generator& gen) {
+  if (gen.device().type() != kNpu || !gen.device().has_index()) return false;
+  return default_generator(gen.device().index()).unsafeGetGeneratorImpl() == gen.unsafeGetGeneratorImpl();
+}
+
 at::Generator new_generator(c10::DeviceIndex device) {
   c10::DeviceIndex idx = device < 0 ? current_device() : device;
   check_device_index(idx, "torch.Generator");
   return at::make_generator<NpuGeneratorImpl>(idx, c10::default_rng_seed_val);
 }
 
-at::Generator backing_cpu_generator(const at::Generator& npu_gen) {
-  auto* impl = dynamic_cast<NpuGeneratorImpl*>(npu_gen.unsafeGetGeneratorImpl());
-  TORCH_CHECK(impl != nullptr, "expected an npu generator, got a generator of ", npu_gen.device());
-  return impl->refill_engine();
+at::Generator engine_of(const at::Generator& npu_gen) { return npu_impl(npu_gen).state()->engine; }
+
+std::pair<uint64_t, uint64_t> reserve_philox_values(const at::Generator& npu_gen, uint64_t increment) {
+  auto& impl = npu_impl(npu_gen);
+  std::lock_guard<std::mutex> generator_lock(impl.mutex_);
+  auto state = impl.state();
+  StateLock lock(state->mutex);
+  const uint64_t offset = state->offset;
+  state->offset = offset + ((increment + 3) / 4) * 4;
+  return {state->seed, offset};
+}
+
+void draw_from(const at::Generator& npu_gen, std::optional<uint64_t> max_values,
+               c10::function_ref<void(const at::Generator&)> draw) {
+  auto& impl = npu_impl(npu_gen);
+  // The generator's own lock, as CUDA's kernels take it, then its state's, held from the
+  // refill to the count: two threads drawing from one generator take turns, each at the
+  // offset the other left.
+  std::lock_guard<std::mutex> generator_lock(impl.mutex_);
+  auto state = impl.state();
+  StateLock lock(state->mutex);
+  const at::Generator& engine = state->refill(max_values);
+  try {
+    draw(engine);
+  } catch (...) {
+    state->settle();
+    throw;
+  }
+  state->settle();
 }
 
 }  // namespace torch_npu
