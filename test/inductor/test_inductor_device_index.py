@@ -85,3 +85,20 @@ def test_graph_moving_data_between_devices(two_devices, compile_kwargs):
     assert on1.device == npu1 and on0.device == npu0
     torch.testing.assert_close(on1.cpu(), x.cos() * 3)
     torch.testing.assert_close(on0.cpu(), x + 1)
+
+
+def test_buffers_are_allocated_through_the_runtime_entry_point_on_their_device(two_devices):
+    from torch._inductor.utils import run_and_get_code
+
+    npu0, npu1 = two_devices
+    torch.npu.set_device(npu0)
+    torch._dynamo.reset()
+    weight = torch.randn(8, 8)
+    x = torch.randn(4, 8)
+    fn = torch.compile(lambda a, w: torch.sin(a @ w) @ w, options={"npu_backend": "default"})
+    out, codes = run_and_get_code(fn, x.to(npu1), weight.to(npu1))
+    code = "\n".join(codes)
+    assert "torch.npu._empty_strided(" in code and "= empty_strided(" not in code, code
+    assert ", torch.float32, 1)" in code  # the buffers' own device
+    assert out.device == npu1
+    torch.testing.assert_close(out.cpu(), torch.sin(x @ weight) @ weight)

@@ -22,6 +22,11 @@ IN_PLACE = [
 ]
 
 
+def _fast_path_calls(name):
+    """Calls the `name` fast path served so far (torch_npu._C._fast_path_counts)."""
+    return torch_npu._C._fast_path_counts().get(name, 0)
+
+
 def _operands(dtype_a=torch.float32, dtype_b=torch.float32):
     gen = torch.Generator().manual_seed(0)
     a = (torch.randn(3, 4, generator=gen) * 10).to(dtype_a)
@@ -35,7 +40,9 @@ def _operands(dtype_a=torch.float32, dtype_b=torch.float32):
 def test_functional_equals_cpu(name, op, dtypes):
     a, b = _operands(*dtypes)
     expected = op(a, b)
+    before = _fast_path_calls(f"aten::{name}.Tensor")
     got = op(a.npu(), b.npu())
+    assert _fast_path_calls(f"aten::{name}.Tensor") == before + 1
     assert got.device.type == "npu" and got.dtype == expected.dtype
     torch.testing.assert_close(got.cpu(), expected, rtol=0, atol=0)
 
@@ -51,7 +58,9 @@ def test_cpu_scalar_operand_equals_cpu(name, op):
 def test_in_place_equals_cpu(name, op):
     a, b = _operands()
     x = a.npu()
+    before = _fast_path_calls(f"aten::{name}.Tensor")
     returned = op(x, b.npu())
+    assert _fast_path_calls(f"aten::{name}.Tensor") == before + 1
     assert returned is x
     torch.testing.assert_close(x.cpu(), op(a.clone(), b), rtol=0, atol=0)
 
@@ -92,7 +101,9 @@ def test_profiler_sees_the_npu_work():
     x, y = a.npu(), b.npu()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                             torch.profiler.ProfilerActivity.PrivateUse1]) as prof:
+        before = _fast_path_calls("aten::mul.Tensor")
         z = torch.mul(x, y)
+        assert _fast_path_calls("aten::mul.Tensor") == before  # the fallback announced it
         torch.npu.synchronize()
     torch.testing.assert_close(z.cpu(), a * b, rtol=0, atol=0)
     device_rows = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
@@ -103,9 +114,11 @@ def test_capture_records_instead_of_running():
     a, b = _operands()
     x, y = a.npu(), b.npu()
     graph = torch.npu.NPUGraph()
+    before = torch_npu._C._fast_path_counts()
     with torch.npu.graph(graph):
         out = torch.add(x, y, alpha=2)
         x.mul_(2)
+    assert torch_npu._C._fast_path_counts() == before  # recorded by the fallback
     torch.npu.synchronize()
     torch.testing.assert_close(x.cpu(), a, rtol=0, atol=0)  # recorded, not run
     graph.replay()

@@ -125,3 +125,19 @@ def test_out_of_memory_frees_cache_first(small_capacity):
 def test_out_of_memory_is_a_runtime_error_subclass(small_capacity):
     with pytest.raises(RuntimeError):
         torch.empty(small_capacity + MB, dtype=torch.uint8, device="npu:0")
+
+
+def test_allocation_entry_point_of_compiled_code(two_devices):
+    """``torch.npu._empty_strided(size, stride, dtype, index)``: the tensor ``torch.empty_strided``
+    makes on that npu device, from the same caching allocator (counted in its statistics)."""
+    _, npu1 = two_devices
+    before = torch.npu.memory_allocated(npu1)
+    t = torch.npu._empty_strided((4, 3, 5), (15, 1, 3), torch.float16, npu1.index)
+    reference = torch.empty_strided((4, 3, 5), (15, 1, 3), dtype=torch.float16, device=npu1)
+    assert (t.device, t.shape, t.stride(), t.dtype) == (npu1, reference.shape, reference.stride(), reference.dtype)
+    assert torch.npu.memory_allocated(npu1) >= before + 2 * t.untyped_storage().nbytes()
+    assert torch.npu.current_device() == 0
+    with pytest.raises(RuntimeError, match="Invalid npu device index 99"):
+        torch.npu._empty_strided((1,), (1,), torch.float32, 99)
+    with pytest.raises(TypeError, match="size and stride are tuples of ints"):
+        torch.npu._empty_strided((1,), (1,), "float32", 0)

@@ -2,6 +2,7 @@
 // registers the backend (hooks, allocator redirect); the device itself initialises on
 // first use.
 #include "torch_npu/csrc/aten/fallback.h"
+#include "torch_npu/csrc/aten/fast_path.h"
 #include "torch_npu/csrc/runtime/device_memory_file.h"
 #include "torch_npu/csrc/graphs/npu_graph.h"
 #include "torch_npu/csrc/observe/npu_observe.h"
@@ -16,11 +17,13 @@
 
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
+#include <torch/csrc/Dtype.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
 #include <algorithm>
+#include <map>
 #include <limits>
 
 namespace torch_npu {
@@ -258,6 +261,46 @@ PyMethodDef launch_host_kernel_def = {
     "_launch_host_kernel(fn, *args, name=None, writes=None)\n--\n\nRuns host kernel fn(*args) on the current npu "
     "stream, or records it while that stream is being captured."};
 
+bool unpack_int_sequence(PyObject* seq, c10::SmallVector<int64_t, 6>& out) {
+  if (!PyTuple_Check(seq) && !PyList_Check(seq)) return false;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject** items = PySequence_Fast_ITEMS(seq);
+  out.resize(n);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (!THPUtils_checkLong(items[i])) return false;
+    out[i] = THPUtils_unpackLong(items[i]);
+  }
+  return true;
+}
+
+// `torch.npu._empty_strided(size, stride, dtype, device_index)`: how compiled code allocates
+// its npu buffers, as Inductor's `empty_strided_cpu`/`empty_strided_cuda` do for theirs. A
+// fastcall C function: no argument parser and no dispatch, the tensor the npu
+// `empty_strided` kernel makes (same allocator, capture pools, statistics).
+PyObject* empty_strided_fastcall(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  c10::SmallVector<int64_t, 6> size, stride;
+  if (nargs != 4 || !unpack_int_sequence(args[0], size) || !unpack_int_sequence(args[1], stride) ||
+      !THPDtype_Check(args[2]) || !THPUtils_checkLong(args[3])) {
+    PyErr_SetString(PyExc_TypeError,
+                    "_empty_strided(size, stride, dtype, device_index): size and stride are tuples of ints, dtype "
+                    "a torch.dtype, device_index an int");
+    return nullptr;
+  }
+  if (C10_UNLIKELY(in_bad_fork())) check_not_in_bad_fork();
+  const auto device = static_cast<c10::DeviceIndex>(THPUtils_unpackLong(args[3]));
+  check_device_index(device, "tensor creation");
+  const at::ScalarType dtype = reinterpret_cast<THPDtype*>(args[2])->scalar_type;
+  return THPVariable_Wrap(empty_strided_npu_tensor(size, stride, dtype, device));
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef empty_strided_def = {
+    "_empty_strided", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&empty_strided_fastcall)),
+    METH_FASTCALL,
+    "_empty_strided(size, stride, dtype, device_index)\n--\n\nA new npu tensor of this geometry on npu "
+    "device_index (uninitialised memory from its caching allocator)."};
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -272,6 +315,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("_init", &lazy_init);
   m.def("_is_initialized", &is_initialized);
   m.def("_is_in_bad_fork", &in_bad_fork);
+  // Calls served by each unboxed fast path since start-up (docs/runtime.md), by operator.
+  m.def("_fast_path_counts", []() {
+    std::map<std::string, int64_t> counts;
+    for (const auto& [name, n] : fast_path_counts()) counts[name] += n;
+    return counts;
+  });
   m.def("_cpu_allocation_redirect_in_force", &cpu_allocation_redirect_in_force);
   m.def("_get_npu_format", [](const at::Tensor& t) { return npu_format_of(t); });
   m.def("_set_npu_format", [](const at::Tensor& t, int64_t format) { set_npu_format(t, format); });
@@ -335,6 +384,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_current_stream_capturing", []() { return active_capture() != nullptr; });
   m.add_object("_launch_host_kernel",
                py::reinterpret_steal<py::object>(PyCFunction_NewEx(&launch_host_kernel_def, nullptr, nullptr)));
+  m.add_object("_empty_strided",
+               py::reinterpret_steal<py::object>(PyCFunction_NewEx(&empty_strided_def, nullptr, nullptr)));
   m.def("_graph_pool_handle", &graph_pool_handle);
   // Graph trees hand out a replay's static outputs as tensors over a storage of their own
   // (sharing the graph's memory and keeping the graph's storage alive), so that one

@@ -22,6 +22,12 @@ import torch_npu._C as _C
 
 from ._utils import _get_device_index
 
+# ``_empty_strided(size, stride, dtype, device_index)``: a new npu tensor from the caching
+# allocator, with no argument parsing or dispatch. Compiled code allocates its npu buffers
+# through it (Inductor's ``empty_strided_cpu`` for npu). Bound directly: it sits on every
+# buffer of every compiled call.
+_empty_strided = _C._empty_strided
+
 __all__ = [
     "caching_allocator_alloc",
     "caching_allocator_delete",

@@ -12,7 +12,9 @@ Inductor emits a device guard only for GPU device types, so without one an npu g
 buffers would be allocated on the current device (``device='npu'``) and its kernels
 launched on that device's stream, whatever device the inputs are on: a model on
 ``npu:1`` would get ``npu:0`` outputs. The npu wrapper therefore runs the graph's body
-under a guard of its npu device and allocates npu buffers on their own device index.
+under a guard of its npu device and allocates npu buffers on their own device index,
+through the runtime's allocation entry point ``torch.npu._empty_strided(size, stride,
+dtype, index)`` (as Inductor's ``empty_strided_cpu`` for cpu buffers).
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from .device_op_overrides import NpuDeviceOpOverrides
 
 DEVICE_TYPE = "npu"
 LAUNCH_ENTRY_POINT = "torch.npu._launch_host_kernel"
+ALLOCATION_ENTRY_POINT = "torch.npu._empty_strided"
 
 
 def _written_positions(arg_types: Any, num_args: int) -> tuple[int, ...] | None:
@@ -153,16 +156,14 @@ class NpuPythonWrapperCodegen(_HostKernelLaunch, PythonWrapperCodegen):
             return super().make_allocation(
                 name, device, dtype, shape, stride, allocation_shape, is_pinned
             )
-        # Inductor's line for devices without a fast path, with the device index kept.
+        # As Inductor's ``empty_strided_cpu(size, stride, dtype)`` line, through the runtime's
+        # allocation entry point (no argument parser, no dispatch), on the buffer's own device.
         if allocation_shape is None:
             allocation_shape = shape
         shape_tuple = self.codegen_python_shape_tuple(shape)
         allocation_tuple = self.codegen_python_shape_tuple(allocation_shape)
         stride_tuple = self.codegen_python_shape_tuple(stride)
-        out = (
-            f"{name} = empty_strided({allocation_tuple}, {stride_tuple}, "
-            f"device='{device.type}:{device.index}', dtype={dtype})"
-        )
+        out = f"{name} = {ALLOCATION_ENTRY_POINT}({allocation_tuple}, {stride_tuple}, {dtype}, {device.index})"
         if shape_tuple != allocation_tuple:
             out += f".as_strided({shape_tuple}, {stride_tuple})"
         return out

@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <c10/core/Storage.h>
+#include <c10/util/SmallVector.h>
 
 #include <utility>
 #include <vector>
@@ -24,8 +25,9 @@ class CpuAliasSet {
   bool is_new(const at::Tensor& t) const;
 
  private:
-  std::vector<std::pair<c10::StorageImpl*, c10::Storage>> storages_;
-  std::vector<std::pair<c10::TensorImpl*, at::Tensor>> tensors_;
+  // Inline room for the tensors of an ordinary call: no heap allocation for the set.
+  c10::SmallVector<std::pair<c10::StorageImpl*, c10::Storage>, 4> storages_;
+  c10::SmallVector<std::pair<c10::TensorImpl*, at::Tensor>, 4> tensors_;
 };
 // An npu tensor that takes over the memory of a CPU tensor produced on behalf of
 // `device` (no copy when the memory came from the device allocator).

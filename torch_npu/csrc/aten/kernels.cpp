@@ -7,6 +7,7 @@
 // therefore exactly the CPU results.
 #include "torch_npu/csrc/aten/cuda_dtype_widening.h"
 #include "torch_npu/csrc/aten/fallback.h"
+#include "torch_npu/csrc/aten/fast_path.h"
 #include "torch_npu/csrc/aten/random_draws.h"
 #include "torch_npu/csrc/observe/npu_observe.h"
 #include "torch_npu/csrc/runtime/device.h"
@@ -37,8 +38,6 @@
 
 namespace torch_npu {
 
-namespace {
-
 at::Tensor npu_tensor_over(const c10::Storage& storage, const at::Tensor& geometry) {
   auto t = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(storage),
                                                      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
@@ -49,6 +48,8 @@ at::Tensor npu_tensor_over(const c10::Storage& storage, const at::Tensor& geomet
   if (geometry.is_neg()) t.unsafeGetTensorImpl()->_set_neg(true);
   return t;
 }
+
+namespace {
 
 c10::Storage adopt_storage(c10::StorageImpl* cpu_storage, c10::DeviceIndex device) {
   size_t nbytes = cpu_storage->nbytes();
@@ -167,6 +168,8 @@ struct FallbackCall {
   }
 };
 
+}  // namespace
+
 // Propagates what an out= or in-place CPU kernel did to the storage and geometry of
 // an argument (a resize reallocates through the redirecting allocator). Several
 // arguments may share one storage: `updated` holds the npu storages already given
@@ -189,15 +192,7 @@ void propagate_resize(const at::Tensor& npu, const at::Tensor& cpu, c10::DeviceI
   }
 }
 
-struct CurrentDeviceScope {
-  explicit CurrentDeviceScope(c10::DeviceIndex d) : previous(current_device()) {
-    if (d != previous) set_current_device(d);
-  }
-  ~CurrentDeviceScope() {
-    if (current_device() != previous) set_current_device(previous);
-  }
-  c10::DeviceIndex previous;
-};
+namespace {
 
 [[noreturn]] void report_missing_cpu_kernel(const c10::OperatorHandle& op) {
   const bool cuda_only = op.hasKernelForDispatchKey(c10::DispatchKey::CUDA);
@@ -352,10 +347,8 @@ at::Tensor npu_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std
                              std::optional<at::Layout> layout, std::optional<at::Device> device,
                              std::optional<bool> pin_memory) {
   if (C10_UNLIKELY(in_bad_fork())) check_not_in_bad_fork();
-  CurrentDeviceScope scope(new_tensor_device(layout, device, pin_memory));
-  return at::detail::empty_strided_generic(size, stride, npu_allocator(),
-                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                           c10::dtype_or_default(dtype));
+  return empty_strided_npu_tensor(size, stride, c10::dtype_or_default(dtype),
+                                  new_tensor_device(layout, device, pin_memory));
 }
 
 at::Tensor as_cpu_view(const at::Tensor& t, CpuAliasSet& aliases) {
@@ -540,16 +533,9 @@ at::Scalar npu_local_scalar_dense(const at::Tensor& self) {
 // It is the kernel the fallback's redispatch reaches, so results are the same; every
 // other call, and every call while an observer or a capture is active, takes the fallback.
 
-// A plain npu tensor: strided, with memory, in a dtype the CPU kernels compute as is
-// (ComplexHalf goes through the fallback's dtype widening).
-bool is_plain_npu(const at::Tensor& t) {
-  return t.defined() && t.device().type() == kNpu && t.layout() == at::kStrided && !t._is_zerotensor() &&
-         t.scalar_type() != at::kComplexHalf;
-}
-
 // The device the fast path runs `self (op) other` on, or -1 when the fallback must run it.
 c10::DeviceIndex fast_binary_device(const c10::OperatorHandle& op, const at::Tensor& self, const at::Tensor& other) {
-  if (observe::watching() || C10_UNLIKELY(in_bad_fork()) || !is_plain_npu(self)) return -1;
+  if (!fast_paths_allowed() || !is_plain_npu(self)) return -1;
   const c10::DeviceIndex device = self.device().index();
   if (is_plain_npu(other)) {
     if (other.device().index() != device) return -1;
@@ -565,20 +551,6 @@ c10::DeviceIndex fast_binary_device(const c10::OperatorHandle& op, const at::Ten
   return device;
 }
 
-const c10::OperatorHandle& aten_op(const char* name, const char* overload) {
-  // Looked up once per operator (the handles live as long as the dispatcher).
-  return *new c10::OperatorHandle(c10::Dispatcher::singleton().findSchemaOrThrow(name, overload));
-}
-
-template <typename... Args>
-c10::IValue run_fallback(const c10::OperatorHandle& op, Args&&... args) {
-  torch::jit::Stack stack;
-  stack.reserve(sizeof...(Args));
-  (stack.emplace_back(std::forward<Args>(args)), ...);
-  npu_fallback(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), &stack);
-  return std::move(stack.back());
-}
-
 // The CPU alias of `t` if it is an npu tensor; a cpu value as it is.
 at::Tensor cpu_side(const at::Tensor& t, CpuAliasSet& aliases) {
   return t.device().type() == kNpu ? aliases.alias(t) : t;
@@ -586,10 +558,11 @@ at::Tensor cpu_side(const at::Tensor& t, CpuAliasSet& aliases) {
 
 // `self (op) other` as a new npu tensor, `cpu_kernel` being the CPU kernel of `op`.
 template <typename CpuKernel>
-at::Tensor fast_binary(const c10::OperatorHandle& op, const at::Tensor& self, const at::Tensor& other,
-                       CpuKernel cpu_kernel) {
+at::Tensor fast_binary(const c10::OperatorHandle& op, FastPathCounter& counter, const at::Tensor& self,
+                       const at::Tensor& other, CpuKernel cpu_kernel) {
   const c10::DeviceIndex device = fast_binary_device(op, self, other);
   if (device < 0) return {};
+  counter.hit();
   // The output is fresh memory, and the CPU kernel checks overlap only between outputs
   // and inputs: the inputs need no shared CPU storage, so no CpuAliasSet.
   at::Tensor cpu_self = cpu_alias(self);
@@ -605,10 +578,11 @@ at::Tensor fast_binary(const c10::OperatorHandle& op, const at::Tensor& self, co
 // One CpuAliasSet gives views of one storage one CPU storage, so the CPU kernel's overlap
 // checks see what they see on cpu.
 template <typename CpuKernel>
-bool fast_binary_(const c10::OperatorHandle& op, const at::Tensor& self, const at::Tensor& other,
-                  CpuKernel cpu_kernel) {
+bool fast_binary_(const c10::OperatorHandle& op, FastPathCounter& counter, const at::Tensor& self,
+                  const at::Tensor& other, CpuKernel cpu_kernel) {
   const c10::DeviceIndex device = fast_binary_device(op, self, other);
   if (device < 0) return false;
+  counter.hit();
   CpuAliasSet aliases;
   at::Tensor cpu_self = aliases.alias(self);
   at::Tensor cpu_other = cpu_side(other, aliases);
@@ -621,14 +595,16 @@ bool fast_binary_(const c10::OperatorHandle& op, const at::Tensor& self, const a
 #define NPU_FAST_BINARY_WITH_ALPHA(NAME)                                                                  \
   at::Tensor npu_##NAME(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {      \
     static const c10::OperatorHandle& op = aten_op("aten::" #NAME, "Tensor");                             \
-    at::Tensor out = fast_binary(op, self, other, [&](const at::Tensor& a, const at::Tensor& b) {         \
+    static FastPathCounter counter("aten::" #NAME ".Tensor");                                             \
+    at::Tensor out = fast_binary(op, counter, self, other, [&](const at::Tensor& a, const at::Tensor& b) {         \
       return at::cpu::NAME(a, b, alpha);                                                                  \
     });                                                                                                   \
     return out.defined() ? out : run_fallback(op, self, other, alpha).toTensor();                         \
   }                                                                                                       \
   at::Tensor& npu_##NAME##_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {        \
     static const c10::OperatorHandle& op = aten_op("aten::" #NAME "_", "Tensor");                         \
-    if (!fast_binary_(op, self, other,                                                                    \
+    static FastPathCounter counter("aten::" #NAME "_.Tensor");                                            \
+    if (!fast_binary_(op, counter, self, other,                                                           \
                       [&](at::Tensor& a, const at::Tensor& b) { at::cpu::NAME##_(a, b, alpha); })) {      \
       run_fallback(op, self, other, alpha);                                                               \
     }                                                                                                     \
@@ -638,13 +614,15 @@ bool fast_binary_(const c10::OperatorHandle& op, const at::Tensor& self, const a
 #define NPU_FAST_BINARY(NAME)                                                                             \
   at::Tensor npu_##NAME(const at::Tensor& self, const at::Tensor& other) {                                \
     static const c10::OperatorHandle& op = aten_op("aten::" #NAME, "Tensor");                             \
-    at::Tensor out = fast_binary(op, self, other,                                                         \
+    static FastPathCounter counter("aten::" #NAME ".Tensor");                                             \
+    at::Tensor out = fast_binary(op, counter, self, other,                                                \
                                  [](const at::Tensor& a, const at::Tensor& b) { return at::cpu::NAME(a, b); }); \
     return out.defined() ? out : run_fallback(op, self, other).toTensor();                                \
   }                                                                                                       \
   at::Tensor& npu_##NAME##_(at::Tensor& self, const at::Tensor& other) {                                  \
     static const c10::OperatorHandle& op = aten_op("aten::" #NAME "_", "Tensor");                         \
-    if (!fast_binary_(op, self, other, [](at::Tensor& a, const at::Tensor& b) { at::cpu::NAME##_(a, b); })) { \
+    static FastPathCounter counter("aten::" #NAME "_.Tensor");                                            \
+    if (!fast_binary_(op, counter, self, other, [](at::Tensor& a, const at::Tensor& b) { at::cpu::NAME##_(a, b); })) { \
       run_fallback(op, self, other);                                                                      \
     }                                                                                                     \
     return self;                                                                                          \
@@ -721,6 +699,7 @@ void route_composites_with_cpu_kernels_to_fallback(torch::Library& m, c10::Dispa
 // the composite (for native_group_norm/native_layer_norm a different formula, off by more
 // than the reduced-precision tolerance), while npu promises the CPU kernel's results.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  register_matmul_attention_fast_paths(m);
   route_composites_with_cpu_kernels_to_fallback(m, c10::DispatchKey::CPU, c10::DispatchKey::PrivateUse1);
 }
 

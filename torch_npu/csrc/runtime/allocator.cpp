@@ -31,6 +31,7 @@
 #include "torch_npu/csrc/runtime/device_memory_file.h"
 
 #include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 #include <c10/util/llvmMathExtras.h>
@@ -1121,6 +1122,21 @@ bool allocator_initialized() {
 }
 
 c10::Allocator* npu_allocator() { return &g_npu_allocator; }
+
+at::Tensor empty_strided_npu_tensor(c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype,
+                                    c10::DeviceIndex device) {
+  const c10::DeviceIndex previous = current_device();
+  if (device != previous) set_current_device(device);
+  try {
+    at::Tensor t = at::detail::empty_strided_generic(size, stride, npu_allocator(),
+                                                     c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype);
+    if (device != previous) set_current_device(previous);
+    return t;
+  } catch (...) {
+    if (device != previous) set_current_device(previous);
+    throw;
+  }
+}
 
 c10::DataPtr allocate_device_memory(size_t nbytes, c10::DeviceIndex device, c10::Device reported_device) {
   lazy_init();

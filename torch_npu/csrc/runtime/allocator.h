@@ -6,6 +6,7 @@
 // directly on an npu tensor's bytes.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Device.h>
@@ -39,6 +40,11 @@ struct MemorySnapshot {
 void init_allocator();
 bool allocator_initialized();
 c10::Allocator* npu_allocator();
+// A new npu tensor of this geometry and dtype on `device` (made current meanwhile), its
+// memory from the device's caching allocator: what `torch.empty_strided(..., device=npu)`
+// returns, with no argument checks beyond the caller's.
+at::Tensor empty_strided_npu_tensor(c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype,
+                                    c10::DeviceIndex device);
 // Allocates device memory; the DataPtr reports `reported_device` (npu for device
 // tensors, cpu for memory handed to a CPU kernel running on behalf of the device).
 c10::DataPtr allocate_device_memory(size_t nbytes, c10::DeviceIndex device, c10::Device reported_device);
