@@ -103,6 +103,17 @@ def test_capture_report_lists_generator_state_calls():
     assert report.result.shape == (3,)
 
 
+def test_capture_report_accepts_the_generators_the_graph_registers():
+    user = torch.Generator("npu")
+
+    def step():
+        return torch.rand(3, device="npu", generator=user)
+
+    assert [p.kind for p in torch.npu.graphs.capture_report(step).problems] == ["unregistered generator"]
+    report = torch.npu.graphs.capture_report(step, generators=[user])
+    assert report.problems == () and report.result.shape == (3,)
+
+
 def test_registered_generator_replays_draw_at_its_offset_bit_for_bit():
     user = torch.Generator("npu")
     user.manual_seed(21)

@@ -23,7 +23,7 @@ import dataclasses
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -514,7 +514,8 @@ def _user_stack(frames: list[traceback.FrameSummary]) -> tuple[traceback.FrameSu
     return tuple(frames[:end] if end else frames)
 
 
-def capture_report(step: Callable[..., Any], *args: Any, stream: torch.Stream | None = None, **kwargs: Any) -> CaptureReport:
+def capture_report(step: Callable[..., Any], *args: Any, stream: torch.Stream | None = None,
+                   generators: Iterable[torch.Generator] = (), **kwargs: Any) -> CaptureReport:
     """Run ``step(*args, **kwargs)`` once under NPU graph capture rules, without capturing.
 
     The step runs for real (its result is ``report.result``) on a side stream, as it would
@@ -522,9 +523,10 @@ def capture_report(step: Callable[..., Any], *args: Any, stream: torch.Stream | 
     sync (``.item()``, ``.cpu()``, ``torch.npu.synchronize()``, a copy from a cpu tensor), an
     operator whose output shape depends on its values (``nonzero``, boolean masks) or that
     has no shape function, an operator returning a host value, a generator's seed or state
-    read or set, a draw from a generator other than the default ones -- is listed with the
-    Python stack that issued it, instead of aborting at the first one. ``print(report)``
-    shows them.
+    read or set, a draw from a generator other than the default ones that is not among
+    ``generators`` (those the real graph registers with ``NPUGraph.register_generator_state``)
+    -- is listed with the Python stack that issued it, instead of aborting at the first one.
+    ``print(report)`` shows them.
     """
     if stream is None:
         index = torch.npu.current_device()
@@ -538,6 +540,8 @@ def capture_report(step: Callable[..., Any], *args: Any, stream: torch.Stream | 
         problems.append(CaptureProblem(kind, op, detail, _user_stack(traceback.extract_stack()[:-1])))
 
     checker = _C._Graph()
+    for generator in generators:
+        checker.register_generator_state(generator)
     torch.npu.synchronize()
     with torch.npu.stream(stream):
         checker.check_begin(collect)
