@@ -100,5 +100,7 @@ def test_buffers_are_allocated_through_the_runtime_entry_point_on_their_device(t
     code = "\n".join(codes)
     assert "torch.npu._empty_strided(" in code and "= empty_strided(" not in code, code
     assert ", torch.float32, 1)" in code  # the buffers' own device
+    # The body runs under the runtime's C device guard of the graph's device.
+    assert "with torch.npu._DeviceGuard(1):" in code, code
     assert out.device == npu1
     torch.testing.assert_close(out.cpu(), torch.sin(x @ weight) @ weight)

@@ -80,6 +80,46 @@ def test_device_context_restores_on_exception(two_devices):
     assert torch.npu.current_device() == 0
 
 
+def test_compiled_code_device_guard_switches_and_restores(two_devices):
+    # torch.npu._DeviceGuard, the guard compiled npu code runs its body under.
+    guard = torch.npu._DeviceGuard(1)
+    assert (guard.idx, guard.prev_idx) == (1, -1)
+    with guard:
+        assert torch.npu.current_device() == 1
+        assert guard.prev_idx == 0
+        assert torch.empty(1, device="npu").device == torch.device("npu", 1)
+        with torch.npu._DeviceGuard(0):
+            assert torch.npu.current_device() == 0
+        assert torch.npu.current_device() == 1
+        with torch.npu._DeviceGuard(1):  # already current
+            assert torch.npu.current_device() == 1
+        assert torch.npu.current_device() == 1
+    assert torch.npu.current_device() == 0
+    with torch.npu._DeviceGuard(-1):  # negative: leaves the device alone
+        assert torch.npu.current_device() == 0
+        torch.npu.set_device(1)
+    assert torch.npu.current_device() == 1
+    torch.npu.set_device(0)
+    with pytest.raises(KeyError):
+        with torch.npu._DeviceGuard(1):
+            raise KeyError("boom")
+    assert torch.npu.current_device() == 0
+
+
+def test_compiled_code_device_guard_rejects_bad_arguments(two_devices):
+    with pytest.raises(RuntimeError, match="Invalid npu device index 64 for device guard"):
+        torch.npu._DeviceGuard(64)
+    with pytest.raises(TypeError, match="index must be an int"):
+        torch.npu._DeviceGuard("npu:1")
+    with pytest.raises(TypeError, match="index must be an int"):
+        torch.npu._DeviceGuard(True)
+    with pytest.raises(TypeError, match="exactly one argument"):
+        torch.npu._DeviceGuard()
+    with pytest.raises(TypeError, match="exactly one argument"):
+        torch.npu._DeviceGuard(index=1)
+    assert torch.npu.current_device() == 0
+
+
 def test_device_of(two_devices):
     x = torch.ones(2, device="npu:1")
     with torch.npu.device_of(x):

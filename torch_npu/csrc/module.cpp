@@ -37,6 +37,7 @@ void register_cuda_as_npu(py::module& m);      // cuda_as_npu.cpp (transfer_to_n
 void delete_storage_alias(void* ctx);                   // graph_replay.cpp
 c10::Storage make_storage_alias(const c10::Storage& source);
 void register_graph_replay_bindings(py::module_& m);
+void add_device_guard_type(py::module_& m);  // device_guard_object.cpp
 namespace hccl {
 void add_bindings(py::module_& m);  // hccl_bindings.cpp
 }
@@ -386,6 +387,7 @@ PYBIND11_MODULE(_C, m) {
                py::reinterpret_steal<py::object>(PyCFunction_NewEx(&launch_host_kernel_def, nullptr, nullptr)));
   m.add_object("_empty_strided",
                py::reinterpret_steal<py::object>(PyCFunction_NewEx(&empty_strided_def, nullptr, nullptr)));
+  add_device_guard_type(m);
   m.def("_graph_pool_handle", &graph_pool_handle);
   // Graph trees hand out a replay's static outputs as tensors over a storage of their own
   // (sharing the graph's memory and keeping the graph's storage alive), so that one

@@ -25,6 +25,7 @@ from .amp import (
     set_autocast_enabled,
 )
 from .devices import (
+    _DeviceGuard,
     _exchange_device,
     _is_in_bad_fork,
     _lazy_init,

@@ -94,6 +94,13 @@ def _exchange_device(index: int) -> int:
     return _C._exchange_device(index)
 
 
+# ``with _DeviceGuard(index): ...`` makes npu device ``index`` current for the body and
+# restores the previous device after it (a negative index: no change), as
+# ``torch.cuda._DeviceGuard``. Compiled npu code runs each graph's body under one, so it is
+# a C type (no Python frame on entering or leaving).
+_DeviceGuard = _C._DeviceGuard
+
+
 class device:
     """Context manager that makes ``device`` current and restores the previous one.
 
