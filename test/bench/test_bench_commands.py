@@ -38,3 +38,10 @@ def test_bench_inductor_devices_prints_step_ratio_and_launch_cost():
     assert re.search(rf"^\s+pointwise_256k\s.*ratio {RATIO}", stdout, re.M), stdout
     assert re.search(r"^\s+launch: \d+ kernels a call, .* per launch -?\d+ns; the entry point alone -?\d+ns", stdout,
                      re.M), stdout
+
+
+def test_bench_inductor_devices_times_the_thread_clock():
+    stdout = _run_bench("bench_inductor_devices.py", "--only", "steps", "--cases", "pointwise_256k", "--blocks", "1",
+                        "--calls", "1", "--clock", "thread")
+    assert "thread clock" in stdout, stdout
+    assert re.search(rf"^\s+pointwise_256k\s.*ratio {RATIO}", stdout, re.M), stdout
