@@ -4,7 +4,9 @@ Inductor generates an atomic-add scatter for non-cpu devices (cpu runs the eager
 and torch 2.13's C++ code generator miscompiles it once tiled: torchvision's max-pool
 backward (a scatter after decomposition) gave wrong gradients and wrote out of bounds.
 Arg-reductions over all dimensions of a permuted tensor computed logical indices only
-for cpu. Both are compared with cpu eager on the npu backends.
+for cpu. Both are compared with cpu eager on the npu backends. The norms' small
+``var_mean``s take cpu's two passes instead of a Welford reduction: bit-equal to cpu's
+compiled results.
 """
 from __future__ import annotations
 
@@ -90,3 +92,50 @@ def test_scatter_graph_loaded_from_the_fx_graph_cache_runs_in_a_new_process(tmp_
     second = run_python(code, env=env)
     assert "'fxgraph_cache_miss': 1" in first, first
     assert "'fxgraph_cache_hit': 1" in second, second
+
+
+def _norm_statistics(x, weight, bias):
+    return (F.layer_norm(x, x.shape[-1:], weight, bias),
+            F.group_norm(x.transpose(1, 2), 4),
+            F.batch_norm(x.transpose(1, 2), None, None, training=True),
+            torch.var_mean(x, dim=(1, 2), keepdim=False, correction=0))
+
+
+@pytest.mark.parametrize("hidden", [64, 100])
+def test_norm_statistics_are_cpu_inductor_two_passes_bit_for_bit(hidden):
+    # cpu's Inductor computes these small var_means in two passes, other devices with a
+    # Welford reduction (slower in C++, and rounded differently): npu takes cpu's choice.
+    from torch._inductor.utils import run_and_get_code
+
+    torch.manual_seed(0)
+    # Every reduction here is within cpu's two-pass threshold (1024 elements).
+    x, weight, bias = torch.randn(2, 8, hidden), torch.randn(hidden), torch.randn(hidden)
+    torch._dynamo.reset()
+    on_cpu = torch.compile(_norm_statistics, options={"npu_backend": "default"})(x, weight, bias)
+    on_npu, codes = run_and_get_code(torch.compile(_norm_statistics, options={"npu_backend": "default"}),
+                                     x.to(NPU), weight.to(NPU), bias.to(NPU))
+    assert "Welford" not in "\n".join(codes)
+    for a, b in zip(torch.utils._pytree.tree_leaves(on_npu), torch.utils._pytree.tree_leaves(on_cpu)):
+        assert a.device.type == "npu" and torch.equal(a.cpu(), b)
+    assert_close_to_cpu(on_npu, _norm_statistics(x, weight, bias))
+
+
+@pytest.mark.parametrize("npu_backend", BACKENDS)
+def test_var_mean_with_correction_or_large_reductions(npu_backend):
+    # Left to Inductor's own lowering: Bessel's correction, a reduction over every element,
+    # one longer than cpu's two-pass threshold.
+    torch.manual_seed(0)
+    x, long = torch.randn(4, 48), torch.randn(2, 3000)
+
+    def stats(x, long):
+        return torch.var_mean(x, dim=1), torch.var_mean(x, dim=None, correction=0), torch.var_mean(long, dim=1, correction=0)
+
+    assert_close_to_cpu(_compile(stats, npu_backend)(x.to(NPU), long.to(NPU)), stats(x, long))
+
+
+@pytest.mark.parametrize("npu_backend", BACKENDS)
+def test_norm_statistics_close_to_cpu_eager(npu_backend):
+    torch.manual_seed(0)
+    x, weight, bias = torch.randn(2, 12, 100), torch.randn(100), torch.randn(100)
+    actual = _compile(_norm_statistics, npu_backend)(x.to(NPU), weight.to(NPU), bias.to(NPU))
+    assert_close_to_cpu(actual, _norm_statistics(x, weight, bias))
