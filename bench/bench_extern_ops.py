@@ -65,7 +65,7 @@ def calls(device: str) -> dict[str, Callable[[], object]]:
         out["buffer allocation"] = lambda: torch.npu._empty_strided((4, 3, 32, 32), (3072, 1, 96, 3), torch.float32, 0)
 
         def guard():
-            with torch.accelerator.device_index(0):
+            with torch.npu._DeviceGuard(0):
                 pass
 
         out["device guard"] = guard
