@@ -20,10 +20,12 @@ side by side in this process, calls of the two sides interleaved so load changes
 * ``npugraphs``: ``backend="npugraphs"`` ÷ npu eager per step once graphs are recorded, on
   the CNNs, inference and training (each step opened with ``mark_step_begin()``).
 
-Ratios below 1 mean npu is faster. The machine is shared: the load average is printed with
+Ratios below 1 mean npu is faster. One intra-op thread unless ``--threads`` says otherwise:
+on a loaded machine, spinning OpenMP workers make steps of a few ms swing by several times
+on either device, more than everything npu adds. The machine is shared: the load average is printed with
 the results.
 
-    python bench/bench_real_models.py [--repeat 15] [--compiles 3] [--only eager,inductor,...] [--json PATH]
+    python bench/bench_real_models.py [--repeat 15] [--compiles 3] [--threads 1] [--sgd-default] [--only eager,inductor,...] [--json PATH]
 """
 from __future__ import annotations
 
@@ -231,10 +233,12 @@ def main() -> None:
     parser.add_argument("--compiles", type=int, default=3)
     parser.add_argument("--only", default=",".join(s for s in SECTIONS if s != "first_compile_train"), help="comma-separated sections to run")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads (torch.set_num_threads)")
     parser.add_argument("--sgd-default", action="store_true",
                         help="eager training step: leave SGD's foreach to its per-device default")
     args = parser.parse_args()
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="bench_real_models_"))
+    torch.set_num_threads(args.threads)
 
     load_before = os.getloadavg()
     results: dict = {}
@@ -246,11 +250,13 @@ def main() -> None:
             results[section] = fn(args.repeat, sgd_foreach=None if args.sgd_default else False)
         else:
             results[section] = fn(args.repeat)
-    results["load_average"] = {"before": load_before, "after": os.getloadavg(), "cores": os.cpu_count()}
+    results["load_average"] = {"before": load_before, "after": os.getloadavg(), "cores": os.cpu_count(),
+                               "threads": torch.get_num_threads()}
     for section, rows in results.items():
         print(f"== {section}")
         if section == "load_average":
-            print(f"  1-min load before {rows['before'][0]:.1f}, after {rows['after'][0]:.1f} on {rows['cores']} cores")
+            print(f"  1-min load before {rows['before'][0]:.1f}, after {rows['after'][0]:.1f} on {rows['cores']} cores, "
+                  f"{rows['threads']} intra-op thread(s)")
             continue
         for name, row in rows.items():
             print(f"  {name}: " + ", ".join(f"{k}={v:.3g}" for k, v in row.items()))
