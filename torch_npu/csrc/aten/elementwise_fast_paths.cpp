@@ -136,7 +136,8 @@ const at::Tensor* iterator_operand(const at::Tensor& self, const at::Tensor& oth
   if (other.scalar_type() == self_dtype) {
     return integer_to_float && c10::isIntegralType(self_dtype, /*includeBool=*/true) ? nullptr : &other;
   }
-  if (other.device().type() != c10::kCPU) return nullptr;
+  // sub's meta function refuses a bool operand: it must see the value's own dtype.
+  if (other.device().type() != c10::kCPU || other.scalar_type() == at::kBool) return nullptr;
   at::ScalarType common = at::native::result_type(
       at::native::update_result_type_state(other, at::native::update_result_type_state(self, {})));
   if (integer_to_float && c10::isIntegralType(common, /*includeBool=*/true)) {
