@@ -8,9 +8,10 @@
 // output is allocated by the device's caching allocator, and the DispatchStub runs the CPU
 // loop, which only reads data pointers (npu memory is host memory). No CPU alias, no
 // adopted storage. Calls whose iterator would need dtype-converting copies (TensorIterator
-// makes those only when every operand is a cpu tensor) run the CPU kernel on CPU aliases
-// instead; every other call goes to the operator fallback. All three give cpu's results
-// and cpu's (or CUDA's) errors.
+// makes those only on cpu, its common device there) run the CPU kernel on CPU aliases
+// instead, unless the only copy is of a cpu value and replaying it is exact
+// (iterator_operand); every other call goes to the operator fallback. All three give cpu's
+// results and cpu's (or CUDA's) errors.
 
 // DispatchStub's CPU kernel table (its members and the parameters of its look-up) depends
 // on the CPU capabilities torch was built for. Calling a stub's CPU kernel from here needs
