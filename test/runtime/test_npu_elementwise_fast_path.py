@@ -247,3 +247,46 @@ def test_gradients_equal_cpu():
         grads[device] = x.grad.cpu(), y.grad.cpu()
     for cpu_grad, npu_grad in zip(grads["cpu"], grads["npu"]):
         torch.testing.assert_close(npu_grad, cpu_grad, rtol=0, atol=0)
+
+
+# ---- relu: clamp_min(self, 0) on the npu tensor ----------------------------------------
+
+RELU = [("relu", torch.relu), ("relu_", torch.relu_)]
+
+
+@pytest.mark.parametrize("name,op", RELU)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_relu_equals_cpu(name, op, dtype):
+    a = _values(dtype)
+    if dtype.is_floating_point:
+        a[0, :3] = torch.tensor([float("nan"), -0.0, float("-inf")])
+    before = _fast_path_calls(f"aten::{name}")
+    _same_outcome(lambda: op(a.clone()), lambda: op(a.npu()))
+    assert _fast_path_calls(f"aten::{name}") == before + 1
+
+
+@pytest.mark.parametrize("layout", list(_layouts()))
+def test_relu_layouts_equal_cpu(layout):
+    a, _ = _layouts()[layout]
+    _same_outcome(lambda: torch.relu(a), lambda: torch.relu(a.npu()))
+    _same_outcome(lambda: torch.relu_(a.clone().t()), lambda: torch.relu_(a.npu().clone().t()))
+
+
+def test_relu_in_place_on_an_overlapping_view_raises_as_on_cpu():
+    with pytest.raises(RuntimeError) as cpu_error:
+        torch.relu_(torch.arange(-3.0, 3.0)[:1].expand(4))
+    with pytest.raises(RuntimeError) as npu_error:
+        torch.relu_(torch.arange(-3.0, 3.0).npu()[:1].expand(4))
+    assert str(npu_error.value).splitlines()[0] == str(cpu_error.value).splitlines()[0]
+
+
+def test_relu_on_npu1_and_its_gradient(two_devices):
+    _, d1 = two_devices
+    a = _values(torch.float32)
+    x = a.to(d1).requires_grad_()
+    y = torch.relu(x)
+    assert y.device == d1
+    y.sum().backward()
+    ref = a.clone().requires_grad_()
+    torch.relu(ref).sum().backward()
+    torch.testing.assert_close(x.grad.cpu(), ref.grad, rtol=0, atol=0)

@@ -1,5 +1,5 @@
-// Unboxed npu kernels of add, sub, mul and div (functional and in place), the small ops a
-// model runs most.
+// Unboxed npu kernels of add, sub, mul, div and relu (functional and in place), the small
+// ops a model runs most.
 //
 // When the fast path may serve a call (fast_path.h: nothing observes, nothing captures,
 // plain strided tensors of one npu device or a cpu 0-dim value), the kernel runs ATen's
@@ -35,9 +35,11 @@
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/BinaryOps.h>
+#include <ATen/native/TensorCompare.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/add_cpu_dispatch.h>
 #include <ATen/ops/add_native.h>
+#include <ATen/ops/clamp_min_native.h>
 #include <ATen/ops/div_cpu_dispatch.h>
 #include <ATen/ops/div_native.h>
 #include <ATen/ops/mul_cpu_dispatch.h>
@@ -57,6 +59,9 @@ void add_on_host(at::TensorIteratorBase& iter, const c10::Scalar& alpha) {
 }
 void mul_on_host(at::TensorIteratorBase& iter) { at::native::mul_stub(c10::DeviceType::CPU, iter); }
 void div_true_on_host(at::TensorIteratorBase& iter) { at::native::div_true_stub(c10::DeviceType::CPU, iter); }
+void clamp_min_on_host(at::TensorIteratorBase& iter, c10::Scalar min) {
+  at::native::clamp_min_scalar_stub(c10::DeviceType::CPU, iter, std::move(min));
+}
 
 }  // namespace
 }  // namespace torch_npu
@@ -65,6 +70,7 @@ namespace at::native {
 REGISTER_PRIVATEUSE1_DISPATCH(add_stub, &torch_npu::add_on_host)
 REGISTER_PRIVATEUSE1_DISPATCH(mul_stub, &torch_npu::mul_on_host)
 REGISTER_PRIVATEUSE1_DISPATCH(div_true_stub, &torch_npu::div_true_on_host)
+REGISTER_PRIVATEUSE1_DISPATCH(clamp_min_scalar_stub, &torch_npu::clamp_min_on_host)
 }  // namespace at::native
 
 namespace torch_npu {
@@ -266,6 +272,43 @@ NPU_FAST_BINARY(div, at::native::structured_div_out, true)
 #undef NPU_FAST_BINARY_WITH_ALPHA
 #undef NPU_FAST_BINARY
 
+// relu and relu_: the CPU kernel (Activation.cpp) refuses bool, then is clamp_min(self, 0),
+// a structured kernel like the ones above; one npu tensor, nothing to convert.
+c10::DeviceIndex fast_unary_device(const at::Tensor& self) {
+  if (!fast_paths_allowed() || !is_plain_npu(self)) return -1;
+  if (active_capture() != nullptr) return -1;  // last, as in fast_binary_device
+  return self.device().index();
+}
+
+at::Tensor npu_relu(const at::Tensor& self) {
+  static const c10::OperatorHandle& op = aten_op("aten::relu", "");
+  static FastPathCounter counter("aten::relu");
+  const c10::DeviceIndex device = fast_unary_device(self);
+  if (device < 0) return run_fallback(op, self).toTensor();
+  counter.hit();
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
+  CurrentDeviceScope device_scope(device);
+  NpuFunctional<at::native::structured_clamp_min_out> kernel;
+  kernel.meta(self, 0);
+  kernel.impl(self, 0, kernel.output);
+  return std::move(kernel.output);
+}
+
+at::Tensor& npu_relu_(at::Tensor& self) {
+  static const c10::OperatorHandle& op = aten_op("aten::relu_", "");
+  static FastPathCounter counter("aten::relu_");
+  if (fast_unary_device(self) < 0) {
+    run_fallback(op, self);
+    return self;
+  }
+  counter.hit();
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
+  NpuInPlace<at::native::structured_clamp_min_out> kernel(self);
+  kernel.meta(self, 0);
+  kernel.impl(self, 0, self);
+  return self;
+}
+
 }  // namespace
 
 void register_elementwise_fast_paths(torch::Library& m) {
@@ -277,6 +320,8 @@ void register_elementwise_fast_paths(torch::Library& m) {
   m.impl("mul_.Tensor", TORCH_FN(npu_mul_));
   m.impl("div.Tensor", TORCH_FN(npu_div));
   m.impl("div_.Tensor", TORCH_FN(npu_div_));
+  m.impl("relu", TORCH_FN(npu_relu));
+  m.impl("relu_", TORCH_FN(npu_relu_));
 }
 
 }  // namespace torch_npu
