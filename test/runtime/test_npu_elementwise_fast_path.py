@@ -1,7 +1,8 @@
 """add, sub, mul, div and relu have an unboxed npu kernel that runs the CPU kernel's loop
 over the npu tensors directly when nothing observes and nothing captures, and hands every
-other call to the operator fallback. Both paths must give cpu's results and cpu's (or CUDA's) errors; the profiler
-must still show the npu work of these operators, and a capture must still record them.
+other call to the operator fallback. Both paths must give cpu's results and cpu's (or
+CUDA's) errors; the profiler must still show the npu work of these operators, and a
+capture must still record them.
 """
 import pytest
 import torch
