@@ -29,7 +29,8 @@ def _run_bench(script: str, *args: str) -> str:
 
 def test_bench_eager_prints_each_case_ratio():
     stdout = _run_bench("bench_eager.py", "--samples", "1", "--calls", "1")
-    for case in ("add_1_element", "matmul_512x512", "pointwise_add_1M"):
+    for case in ("add_1_element", "mul_1_element", "add_inplace_1_element", "mul_number_1_element", "relu_1_element",
+                 "matmul_512x512", "pointwise_add_1M"):
         assert re.search(rf"^\s+{case}\s.*{RATIO}", stdout, re.M), stdout
 
 
