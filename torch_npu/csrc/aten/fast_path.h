@@ -153,6 +153,9 @@ class FastCall {
 // are routed to the fallback, before that routing: the functional products also have a
 // composite kernel, and the routing leaves alone what already has an npu kernel.
 void register_matmul_attention_fast_paths(torch::Library& m);
+// The same for layer norm, softmax, gelu, index_select, sum/mean over dims and the backward
+// kernels eager transformer training runs (model_op_fast_paths.cpp).
+void register_model_op_fast_paths(torch::Library& m);
 // Registers the fast paths of add, sub, mul, div and relu, functional and in place
 // (elementwise_fast_paths.cpp), called at the same place for the same reason.
 void register_elementwise_fast_paths(torch::Library& m);

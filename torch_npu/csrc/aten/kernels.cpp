@@ -575,6 +575,7 @@ void route_composites_with_cpu_kernels_to_fallback(torch::Library& m, c10::Dispa
 // than the reduced-precision tolerance), while npu promises the CPU kernel's results.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   register_matmul_attention_fast_paths(m);
+  register_model_op_fast_paths(m);
   register_elementwise_fast_paths(m);
   route_composites_with_cpu_kernels_to_fallback(m, c10::DispatchKey::CPU, c10::DispatchKey::PrivateUse1);
 }
