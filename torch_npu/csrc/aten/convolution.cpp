@@ -22,6 +22,7 @@
 #include "torch_npu/csrc/aten/cpu_aliases.h"
 
 #include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/native/ConvUtils.h>
 #include <torch/library.h>
 
@@ -137,10 +138,15 @@ at::Tensor in_memory_format(const at::Tensor& t, at::MemoryFormat fmt) {
   return t.contiguous(fmt);
 }
 
-// A cpu tensor with `t`'s sizes, strides and dtype and no memory: ATen's backend rules read
-// only metadata, and the probe costs no allocation of the input's size.
+// A cpu tensor of `t`'s dtype with these sizes and strides over a storage of the right size
+// and no memory: ATen's backend rules read only metadata (and take views), so the probe
+// costs no allocation of the input's size.
 at::Tensor cpu_layout_probe(const at::Tensor& t, at::IntArrayRef sizes, at::IntArrayRef strides) {
-  at::Tensor probe = at::empty({0}, t.options().device(at::kCPU));
+  size_t nbytes = at::detail::computeStorageNbytes(sizes, strides, t.dtype().itemsize());
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, c10::DataPtr(nullptr, c10::Device(c10::kCPU)),
+                       /*allocator=*/nullptr, /*resizable=*/false);
+  at::Tensor probe = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                                              t.dtype());
   probe.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
   return probe;
 }
