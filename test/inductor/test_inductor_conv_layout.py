@@ -136,3 +136,27 @@ def test_host_layout_op_equals_cpu_convolution_and_its_fake_strides(case):
         fake = op(*fakes, *args)
     assert fake.device.type == "npu"
     assert fake.shape == actual.shape and fake.stride() == actual.stride()
+
+
+@pytest.mark.parametrize("case", ["channels-last 2-d", "1-d", "channels-last float64 (thnn)"])
+def test_host_layout_op_captured_in_an_npu_graph_has_the_cpu_kernels_strides(case):
+    # Captured, the output is allocated before the kernel runs, from the backend rule asked
+    # for cpu: it must be the layout the replayed CPU kernel writes.
+    in_shape, w_shape, channels_last, dtype, kwargs = CASES[case]
+    g = torch.Generator().manual_seed(1)
+    x, w = torch.randn(in_shape, generator=g, dtype=dtype), torch.randn(w_shape, generator=g, dtype=dtype)
+    if channels_last:
+        x, w = x.contiguous(memory_format=torch.channels_last), w.contiguous(memory_format=torch.channels_last)
+    b = torch.randn(w_shape[0], generator=g, dtype=dtype)
+    args = _conv_args(len(w_shape), **kwargs)
+    op = conv_host_layout.host_layout_op()
+    xn, wn, bn = x.to(NPU), w.to(NPU), b.to(NPU)
+    graph = torch.npu.NPUGraph()
+    with torch.npu.graph(graph):
+        out = op(xn, wn, bn, *args)
+    new = torch.randn(in_shape, generator=g, dtype=dtype)
+    xn.copy_(new.to(NPU))
+    graph.replay()
+    expected = torch.ops.aten.convolution(new.to(memory_format=torch.channels_last) if channels_last else new, w, b, *args)
+    assert out.stride() == expected.stride()
+    assert torch.equal(out.cpu(), expected)
