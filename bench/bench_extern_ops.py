@@ -1,8 +1,8 @@
 """What each extern call of the compiled CNN and transformer block costs on npu over cpu.
 
 Inductor's npu and cpu wrappers of ``bench_inductor_devices.py``'s small CNN and transformer
-block call a convolution (cpu: ``extern_kernels.convolution``; npu:
-``npu::_convolution_host_layout``, which npu's post-grad pass puts in its place),
+block call a convolution (cpu: ``extern_kernels.convolution``; npu: the entry point
+``torch.npu._convolution_host_layout`` of the op npu's post-grad pass puts in its place),
 ``extern_kernels.addmm(..., out=)`` and ``aten._scaled_dot_product_flash_attention_for_cpu``
 outside their fused kernels, allocate
 their buffers and (npu) guard the graph's device. Each such call is timed here alone, with
@@ -50,7 +50,7 @@ def calls(device: str) -> dict[str, Callable[[], object]]:
         out["cnn convolution 1"] = lambda: extern_kernels.convolution(x1, w1, b1, **CONV)
         out["cnn convolution 2"] = lambda: extern_kernels.convolution(x2, w2, b2, **CONV)
     else:
-        conv = torch.ops.npu._convolution_host_layout.default
+        conv = torch.npu._convolution_host_layout
         args = [list(CONV[k]) if isinstance(CONV[k], tuple) else CONV[k] for k in CONV_ARGS]
         out["cnn convolution 1"] = lambda: conv(x1, w1, b1, *args)
         out["cnn convolution 2"] = lambda: conv(x2, w2, b2, *args)

@@ -24,7 +24,7 @@ from torch_npu.compiler.inductor import conv_host_layout
 
 from inductor_models import NPU, SmallCNN, assert_forward_backward_matches_cpu  # noqa: E402
 
-HOST_LAYOUT_CALL = "torch.ops.npu._convolution_host_layout.default("
+HOST_LAYOUT_CALL = "torch.npu._convolution_host_layout("
 # assert_size_stride(buf2, (4, 8, 32, 32), (8192, 1, 256, 8), 'torch.ops.aten.convolution.default')
 CONV_OUTPUT_ASSERT = re.compile(
     r"assert_size_stride\(\w+, (\([^)]*\)), (\([^)]*\)), '(?:torch\.ops\.aten\.convolution|"
@@ -136,6 +136,9 @@ def test_host_layout_op_equals_cpu_convolution_and_its_fake_strides(case):
         fake = op(*fakes, *args)
     assert fake.device.type == "npu"
     assert fake.shape == actual.shape and fake.stride() == actual.stride()
+    # The entry point compiled code calls is the same kernel.
+    direct = torch.npu._convolution_host_layout(x.to(NPU), w.to(NPU), None if b is None else b.to(NPU), *args)
+    assert torch.equal(direct.cpu(), expected) and direct.stride() == expected.stride()
 
 
 @pytest.mark.parametrize("case", ["channels-last 2-d", "1-d", "channels-last float64 (thnn)"])
@@ -160,3 +163,12 @@ def test_host_layout_op_captured_in_an_npu_graph_has_the_cpu_kernels_strides(cas
     expected = torch.ops.aten.convolution(new.to(memory_format=torch.channels_last) if channels_last else new, w, b, *args)
     assert out.stride() == expected.stride()
     assert torch.equal(out.cpu(), expected)
+
+
+def test_convolution_entry_point_rejects_bad_arguments_clearly():
+    x, w = torch.randn(1, 2, 4, 4), torch.randn(3, 2, 3, 3)
+    args = _conv_args(4)
+    with pytest.raises(TypeError, match=r"stride, padding, dilation and output_padding lists of ints"):
+        torch.npu._convolution_host_layout(x.to(NPU), w.to(NPU), None, 1, *args[1:])
+    with pytest.raises(RuntimeError, match="expected npu tensors, got one on cpu"):
+        torch.npu._convolution_host_layout(x, w, None, *args)

@@ -20,6 +20,7 @@
 #include "torch_npu/csrc/runtime/stream.h"
 #include "torch_npu/csrc/graphs/capture.h"
 #include "torch_npu/csrc/aten/cpu_aliases.h"
+#include "torch_npu/csrc/aten/convolution.h"
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
@@ -181,25 +182,6 @@ at::MemoryFormat cpu_kernel_memory_format(const at::Tensor& input, const at::Ten
   return at::native::_determine_backend_memory_format(in, w, backend);
 }
 
-at::Tensor npu_convolution_host_layout(const at::Tensor& input, const at::Tensor& weight,
-                                       const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
-                                       at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
-                                       at::IntArrayRef output_padding, int64_t groups) {
-  std::vector<int64_t> s(stride.vec()), p(padding.vec()), d(dilation.vec()), op(output_padding.vec());
-  at::Tensor b = bias.has_value() ? *bias : at::Tensor();
-  // Run, the CPU kernel's output is the result as it is. Captured, the output is allocated
-  // from a meta convolution, which answers for the meta device: it gets the format asked of
-  // the CPU backend rule instead (a no-op on the replayed CPU kernel's output).
-  std::optional<at::MemoryFormat> fmt;
-  if (is_recording()) fmt = cpu_kernel_memory_format(input, weight, b, s, p, d, transposed, op, groups);
-  return run_on_device("npu::_convolution_host_layout", {input, weight, b}, {"input", "weight", "bias"},
-                       [=](const std::vector<at::Tensor>& t) {
-    std::optional<at::Tensor> bb = t[2].defined() ? std::optional<at::Tensor>(t[2]) : std::nullopt;
-    at::Tensor out = at::convolution(t[0], t[1], bb, s, p, d, transposed, op, groups);
-    return std::vector<at::Tensor>{fmt ? in_memory_format(out, *fmt) : out};
-  })[0];
-}
-
 at::Tensor cpu_convolution_host_layout(const at::Tensor& input, const at::Tensor& weight,
                                        const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                        at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
@@ -244,6 +226,25 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_convolution_backward(
 }
 
 }  // namespace
+
+at::Tensor npu_convolution_host_layout(const at::Tensor& input, const at::Tensor& weight,
+                                       const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                                       at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                                       at::IntArrayRef output_padding, int64_t groups) {
+  std::vector<int64_t> s(stride.vec()), p(padding.vec()), d(dilation.vec()), op(output_padding.vec());
+  at::Tensor b = bias.has_value() ? *bias : at::Tensor();
+  // Run, the CPU kernel's output is the result as it is. Captured, the output is allocated
+  // from a meta convolution, which answers for the meta device: it gets the format asked of
+  // the CPU backend rule instead (a no-op on the replayed CPU kernel's output).
+  std::optional<at::MemoryFormat> fmt;
+  if (is_recording()) fmt = cpu_kernel_memory_format(input, weight, b, s, p, d, transposed, op, groups);
+  return run_on_device("npu::_convolution_host_layout", {input, weight, b}, {"input", "weight", "bias"},
+                       [=](const std::vector<at::Tensor>& t) {
+    std::optional<at::Tensor> bb = t[2].defined() ? std::optional<at::Tensor>(t[2]) : std::nullopt;
+    at::Tensor out = at::convolution(t[0], t[1], bb, s, p, d, transposed, op, groups);
+    return std::vector<at::Tensor>{fmt ? in_memory_format(out, *fmt) : out};
+  })[0];
+}
 
 TORCH_LIBRARY_FRAGMENT(npu, m) {
   // Its fake kernel (cpu's strides) is registered by the compiler layer, which uses it.
