@@ -112,16 +112,21 @@ def _conv_args(weight_dim, stride=None, padding=None, groups=1, transposed=False
             [0] * n, groups)
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_host_layout_op_equals_cpu_convolution_and_its_fake_strides(case):
+def _case_inputs(case, seed):
+    """Input, weight, bias (None for the case without) and the remaining arguments of ``case``."""
     in_shape, w_shape, channels_last, dtype, kwargs = CASES[case]
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator().manual_seed(seed)
     x, w = torch.randn(in_shape, generator=g, dtype=dtype), torch.randn(w_shape, generator=g, dtype=dtype)
     if channels_last:
         x, w = x.contiguous(memory_format=torch.channels_last), w.contiguous(memory_format=torch.channels_last)
     out_channels = w_shape[1] * kwargs.get("groups", 1) if kwargs.get("transposed") else w_shape[0]
     b = torch.randn(out_channels, generator=g, dtype=dtype) if case != "contiguous 2-d, no bias" else None
-    args = _conv_args(len(w_shape), **kwargs)
+    return x, w, b, _conv_args(len(w_shape), **kwargs)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_host_layout_op_equals_cpu_convolution_and_its_fake_strides(case):
+    x, w, b, args = _case_inputs(case, seed=0)
     op = conv_host_layout.host_layout_op()
 
     expected = torch.ops.aten.convolution(x, w, b, *args)
@@ -145,13 +150,9 @@ def test_host_layout_op_equals_cpu_convolution_and_its_fake_strides(case):
 def test_host_layout_op_captured_in_an_npu_graph_has_the_cpu_kernels_strides(case):
     # Captured, the output is allocated before the kernel runs, from the backend rule asked
     # for cpu: it must be the layout the replayed CPU kernel writes.
-    in_shape, w_shape, channels_last, dtype, kwargs = CASES[case]
-    g = torch.Generator().manual_seed(1)
-    x, w = torch.randn(in_shape, generator=g, dtype=dtype), torch.randn(w_shape, generator=g, dtype=dtype)
-    if channels_last:
-        x, w = x.contiguous(memory_format=torch.channels_last), w.contiguous(memory_format=torch.channels_last)
-    b = torch.randn(w_shape[0], generator=g, dtype=dtype)
-    args = _conv_args(len(w_shape), **kwargs)
+    x, w, b, args = _case_inputs(case, seed=1)
+    in_shape, _, channels_last, dtype, _ = CASES[case]
+    g = torch.Generator().manual_seed(2)
     op = conv_host_layout.host_layout_op()
     xn, wn, bn = x.to(NPU), w.to(NPU), b.to(NPU)
     graph = torch.npu.NPUGraph()
