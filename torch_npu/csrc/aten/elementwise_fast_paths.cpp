@@ -1,5 +1,6 @@
-// Unboxed npu kernels of add, sub, mul, div and relu (functional and in place), the small
-// ops a model runs most.
+// Unboxed npu kernels of add, sub, mul, div, relu and the unary ops of transformer
+// activations and norms (exp, neg, rsqrt, sigmoid, silu, sqrt, tanh, pow with a scalar
+// exponent), functional and in place: the small ops a model runs most.
 //
 // When the fast path may serve a call (fast_path.h: nothing observes, nothing captures,
 // plain strided tensors of one npu device or a cpu 0-dim value), the kernel runs ATen's
@@ -34,18 +35,29 @@
 #include "torch_npu/csrc/runtime/allocator.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/native/Activation.h>
 #include <ATen/native/BinaryOps.h>
+#include <ATen/native/Pow.h>
 #include <ATen/native/TensorCompare.h>
 #include <ATen/native/TypeProperties.h>
+#include <ATen/native/UnaryOps.h>
 #include <ATen/ops/add_cpu_dispatch.h>
 #include <ATen/ops/add_native.h>
 #include <ATen/ops/clamp_min_native.h>
 #include <ATen/ops/div_cpu_dispatch.h>
 #include <ATen/ops/div_native.h>
+#include <ATen/ops/exp_native.h>
 #include <ATen/ops/mul_cpu_dispatch.h>
 #include <ATen/ops/mul_native.h>
+#include <ATen/ops/neg_native.h>
+#include <ATen/ops/pow_native.h>
+#include <ATen/ops/rsqrt_native.h>
+#include <ATen/ops/sigmoid_native.h>
+#include <ATen/ops/silu_native.h>
+#include <ATen/ops/sqrt_native.h>
 #include <ATen/ops/sub_cpu_dispatch.h>
 #include <ATen/ops/sub_native.h>
+#include <ATen/ops/tanh_native.h>
 #include <c10/core/DefaultDtype.h>
 #include <torch/library.h>
 
@@ -62,6 +74,21 @@ void div_true_on_host(at::TensorIteratorBase& iter) { at::native::div_true_stub(
 void clamp_min_on_host(at::TensorIteratorBase& iter, c10::Scalar min) {
   at::native::clamp_min_scalar_stub(c10::DeviceType::CPU, iter, std::move(min));
 }
+void pow_tensor_scalar_on_host(at::TensorIteratorBase& iter, const c10::Scalar& exponent) {
+  at::native::pow_tensor_scalar_stub(c10::DeviceType::CPU, iter, exponent);
+}
+void silu_on_host(at::TensorIteratorBase& iter) { at::native::silu_stub(c10::DeviceType::CPU, iter); }
+
+// The unary stubs (UnaryOps.h) all take the iterator alone.
+#define NPU_UNARY_ON_HOST(STUB) \
+  void STUB##_on_host(at::TensorIteratorBase& iter) { at::native::STUB(c10::DeviceType::CPU, iter); }
+NPU_UNARY_ON_HOST(exp_stub)
+NPU_UNARY_ON_HOST(neg_stub)
+NPU_UNARY_ON_HOST(rsqrt_stub)
+NPU_UNARY_ON_HOST(sigmoid_stub)
+NPU_UNARY_ON_HOST(sqrt_stub)
+NPU_UNARY_ON_HOST(tanh_stub)
+#undef NPU_UNARY_ON_HOST
 
 }  // namespace
 }  // namespace torch_npu
@@ -71,6 +98,14 @@ REGISTER_PRIVATEUSE1_DISPATCH(add_stub, &torch_npu::add_on_host)
 REGISTER_PRIVATEUSE1_DISPATCH(mul_stub, &torch_npu::mul_on_host)
 REGISTER_PRIVATEUSE1_DISPATCH(div_true_stub, &torch_npu::div_true_on_host)
 REGISTER_PRIVATEUSE1_DISPATCH(clamp_min_scalar_stub, &torch_npu::clamp_min_on_host)
+REGISTER_PRIVATEUSE1_DISPATCH(pow_tensor_scalar_stub, &torch_npu::pow_tensor_scalar_on_host)
+REGISTER_PRIVATEUSE1_DISPATCH(silu_stub, &torch_npu::silu_on_host)
+REGISTER_PRIVATEUSE1_DISPATCH(exp_stub, &torch_npu::exp_stub_on_host)
+REGISTER_PRIVATEUSE1_DISPATCH(neg_stub, &torch_npu::neg_stub_on_host)
+REGISTER_PRIVATEUSE1_DISPATCH(rsqrt_stub, &torch_npu::rsqrt_stub_on_host)
+REGISTER_PRIVATEUSE1_DISPATCH(sigmoid_stub, &torch_npu::sigmoid_stub_on_host)
+REGISTER_PRIVATEUSE1_DISPATCH(sqrt_stub, &torch_npu::sqrt_stub_on_host)
+REGISTER_PRIVATEUSE1_DISPATCH(tanh_stub, &torch_npu::tanh_stub_on_host)
 }  // namespace at::native
 
 namespace torch_npu {
@@ -309,6 +344,89 @@ at::Tensor& npu_relu_(at::Tensor& self) {
   return self;
 }
 
+// One unary operator: its structured kernel (`Structured`, whose meta and impl take the
+// trailing `extra` arguments, pow's exponent or none). The float operators' iterators
+// promote integer and bool inputs to the default float dtype, a converting copy
+// TensorIterator makes only on cpu: those calls (results or cpu's errors) take the
+// fallback. Everything else the iterator needs is on the npu tensor itself: pow's meta
+// function converts the base to the result dtype (an npu `to`), and its impl fills or
+// copies (npu `fill_`, `copy_`) for the exponents 0 and 1.
+template <typename Structured, bool integer_to_float>
+struct UnaryFastPath {
+  static c10::DeviceIndex device(const at::Tensor& self) {
+    if (integer_to_float && c10::isIntegralType(self.scalar_type(), /*includeBool=*/true)) return -1;
+    return fast_unary_device(self);
+  }
+
+  template <typename... Extra>
+  static at::Tensor functional(const c10::OperatorHandle& op, FastPathCounter& counter, const at::Tensor& self,
+                               const Extra&... extra) {
+    const c10::DeviceIndex on = device(self);
+    if (on < 0) return run_fallback(op, self, extra...).toTensor();
+    counter.hit();
+    CurrentDeviceScope device_scope(on);
+    NpuFunctional<Structured> kernel;
+    kernel.meta(self, extra...);
+    kernel.impl(self, extra..., kernel.output);
+    return std::move(kernel.output);
+  }
+
+  template <typename... Extra>
+  static void in_place(const c10::OperatorHandle& op, FastPathCounter& counter, const at::Tensor& self,
+                       const Extra&... extra) {
+    const c10::DeviceIndex on = device(self);
+    if (on < 0) {
+      run_fallback(op, self, extra...);
+      return;
+    }
+    counter.hit();
+    CurrentDeviceScope device_scope(on);  // pow's conversion of the base allocates
+    NpuInPlace<Structured> kernel(self);
+    kernel.meta(self, extra...);
+    kernel.impl(self, extra..., self);
+  }
+};
+
+#define NPU_FAST_UNARY(NAME, INTEGER_TO_FLOAT)                                                                   \
+  at::Tensor npu_##NAME(const at::Tensor& self) {                                                                \
+    static const c10::OperatorHandle& op = aten_op("aten::" #NAME, "");                                          \
+    static FastPathCounter counter("aten::" #NAME);                                                              \
+    return UnaryFastPath<at::native::structured_##NAME##_out, INTEGER_TO_FLOAT>::functional(op, counter, self);  \
+  }                                                                                                              \
+  at::Tensor& npu_##NAME##_(at::Tensor& self) {                                                                  \
+    static const c10::OperatorHandle& op = aten_op("aten::" #NAME "_", "");                                      \
+    static FastPathCounter counter("aten::" #NAME "_");                                                          \
+    UnaryFastPath<at::native::structured_##NAME##_out, INTEGER_TO_FLOAT>::in_place(op, counter, self);           \
+    return self;                                                                                                 \
+  }
+
+NPU_FAST_UNARY(exp, true)
+NPU_FAST_UNARY(neg, false)  // its meta function refuses bool, as on cpu
+NPU_FAST_UNARY(rsqrt, true)
+NPU_FAST_UNARY(sigmoid, true)
+NPU_FAST_UNARY(silu, false)  // its stub refuses integers, as on cpu
+NPU_FAST_UNARY(sqrt, true)
+NPU_FAST_UNARY(tanh, true)
+
+#undef NPU_FAST_UNARY
+
+// pow(Tensor, Scalar): its meta function picks the result dtype from the base and the
+// exponent and converts the base itself, so no input needs the fallback.
+using PowTensorScalarFastPath = UnaryFastPath<at::native::structured_pow_Tensor_Scalar_out, false>;
+
+at::Tensor npu_pow_tensor_scalar(const at::Tensor& self, const at::Scalar& exponent) {
+  static const c10::OperatorHandle& op = aten_op("aten::pow", "Tensor_Scalar");
+  static FastPathCounter counter("aten::pow.Tensor_Scalar");
+  return PowTensorScalarFastPath::functional(op, counter, self, exponent);
+}
+
+at::Tensor& npu_pow_scalar_(at::Tensor& self, const at::Scalar& exponent) {
+  static const c10::OperatorHandle& op = aten_op("aten::pow_", "Scalar");
+  static FastPathCounter counter("aten::pow_.Scalar");
+  PowTensorScalarFastPath::in_place(op, counter, self, exponent);
+  return self;
+}
+
 }  // namespace
 
 void register_elementwise_fast_paths(torch::Library& m) {
@@ -322,6 +440,22 @@ void register_elementwise_fast_paths(torch::Library& m) {
   m.impl("div_.Tensor", TORCH_FN(npu_div_));
   m.impl("relu", TORCH_FN(npu_relu));
   m.impl("relu_", TORCH_FN(npu_relu_));
+  m.impl("exp", TORCH_FN(npu_exp));
+  m.impl("exp_", TORCH_FN(npu_exp_));
+  m.impl("neg", TORCH_FN(npu_neg));
+  m.impl("neg_", TORCH_FN(npu_neg_));
+  m.impl("rsqrt", TORCH_FN(npu_rsqrt));
+  m.impl("rsqrt_", TORCH_FN(npu_rsqrt_));
+  m.impl("sigmoid", TORCH_FN(npu_sigmoid));
+  m.impl("sigmoid_", TORCH_FN(npu_sigmoid_));
+  m.impl("silu", TORCH_FN(npu_silu));
+  m.impl("silu_", TORCH_FN(npu_silu_));
+  m.impl("sqrt", TORCH_FN(npu_sqrt));
+  m.impl("sqrt_", TORCH_FN(npu_sqrt_));
+  m.impl("tanh", TORCH_FN(npu_tanh));
+  m.impl("tanh_", TORCH_FN(npu_tanh_));
+  m.impl("pow.Tensor_Scalar", TORCH_FN(npu_pow_tensor_scalar));
+  m.impl("pow_.Scalar", TORCH_FN(npu_pow_scalar_));
 }
 
 }  // namespace torch_npu
