@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import torch_npu  # noqa: F401  (registers the npu device)
+from npu_runtime_compare import same_outcome
 
 BINARY = [
     ("add", lambda a, b: torch.add(a, b, alpha=2)),
@@ -145,27 +146,12 @@ def _values(dtype, shape=(3, 4), seed=0):
     return (torch.randn(shape, generator=gen) * 3).to(dtype)
 
 
-def _same_outcome(run_cpu, run_npu):
-    """run_npu gives run_cpu's result bit for bit (dtype, values, strides), or its error."""
-    try:
-        expected = run_cpu()
-    except RuntimeError as cpu_error:
-        with pytest.raises(RuntimeError) as npu_error:
-            run_npu()
-        assert str(npu_error.value).splitlines()[0] == str(cpu_error).splitlines()[0]
-        return
-    got = run_npu()
-    assert got.device.type == "npu"
-    assert got.dtype == expected.dtype and got.stride() == expected.stride()
-    torch.testing.assert_close(got.cpu(), expected, rtol=0, atol=0, equal_nan=True)
-
-
 @pytest.mark.parametrize("name,op", BINARY)
 @pytest.mark.parametrize("dtype_a", DTYPES)
 @pytest.mark.parametrize("dtype_b", DTYPES)
 def test_every_dtype_pair_equals_cpu(name, op, dtype_a, dtype_b):
     a, b = _values(dtype_a), _values(dtype_b, (4,), seed=1)
-    _same_outcome(lambda: op(a, b), lambda: op(a.npu(), b.npu()))
+    same_outcome(lambda: op(a, b), lambda: op(a.npu(), b.npu()))
 
 
 @pytest.mark.parametrize("name,op", BINARY + IN_PLACE)
@@ -176,7 +162,7 @@ def test_cpu_value_of_every_kind_equals_cpu(name, op, dtype):
     for scalar in SCALARS:
         a = _values(dtype)
         x = a.npu()
-        _same_outcome(lambda: op(a.clone(), scalar), lambda: op(x, scalar))
+        same_outcome(lambda: op(a.clone(), scalar), lambda: op(x, scalar))
 
 
 def _layouts():
@@ -197,7 +183,7 @@ def _layouts():
 @pytest.mark.parametrize("layout", list(_layouts()))
 def test_layout_and_result_strides_equal_cpu(name, op, layout):
     a, b = _layouts()[layout]
-    _same_outcome(lambda: op(a, b), lambda: op(a.npu(), b.npu()))
+    same_outcome(lambda: op(a, b), lambda: op(a.npu(), b.npu()))
 
 
 @pytest.mark.parametrize("name,op", IN_PLACE)
@@ -219,7 +205,7 @@ def test_in_place_on_views_as_on_cpu(name, op):
             op(view_a(v), view_b(v))
             return v
 
-        _same_outcome(on_cpu, on_npu)
+        same_outcome(on_cpu, on_npu)
 
 
 def test_npu1_results_live_on_npu1(two_devices):
@@ -262,15 +248,15 @@ def test_relu_equals_cpu(name, op, dtype):
     if dtype.is_floating_point:
         a[0, :3] = torch.tensor([float("nan"), -0.0, float("-inf")])
     before = _fast_path_calls(f"aten::{name}")
-    _same_outcome(lambda: op(a.clone()), lambda: op(a.npu()))
+    same_outcome(lambda: op(a.clone()), lambda: op(a.npu()))
     assert _fast_path_calls(f"aten::{name}") == before + 1
 
 
 @pytest.mark.parametrize("layout", list(_layouts()))
 def test_relu_layouts_equal_cpu(layout):
     a, _ = _layouts()[layout]
-    _same_outcome(lambda: torch.relu(a), lambda: torch.relu(a.npu()))
-    _same_outcome(lambda: torch.relu_(a.clone().t()), lambda: torch.relu_(a.npu().clone().t()))
+    same_outcome(lambda: torch.relu(a), lambda: torch.relu(a.npu()))
+    same_outcome(lambda: torch.relu_(a.clone().t()), lambda: torch.relu_(a.npu().clone().t()))
 
 
 def test_relu_in_place_on_an_overlapping_view_raises_as_on_cpu():

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_npu  # noqa: F401  (registers the npu device)
+from npu_runtime_compare import same_outcome
 
 # (fast-path counter name, functional, in place)
 UNARY = [
@@ -41,28 +42,13 @@ def _values(dtype, shape=(4, 6), seed=0):
     return a
 
 
-def _same_outcome(run_cpu, run_npu):
-    """run_npu gives run_cpu's result bit for bit (dtype, values, strides), or its error."""
-    try:
-        expected = run_cpu()
-    except RuntimeError as cpu_error:
-        with pytest.raises(RuntimeError) as npu_error:
-            run_npu()
-        assert str(npu_error.value).splitlines()[0] == str(cpu_error).splitlines()[0]
-        return
-    got = run_npu()
-    assert got.device.type == "npu"
-    assert got.dtype == expected.dtype and got.stride() == expected.stride()
-    torch.testing.assert_close(got.cpu(), expected, rtol=0, atol=0, equal_nan=True)
-
-
 @pytest.mark.parametrize("name,op,op_", UNARY)
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_float_dtypes_equal_cpu_on_the_fast_path(name, op, op_, dtype):
     a = _values(dtype)
     before = _fast_path_calls(f"aten::{name}"), _fast_path_calls(f"aten::{name}_")
-    _same_outcome(lambda: op(a), lambda: op(a.npu()))
-    _same_outcome(lambda: op_(a.clone()), lambda: op_(a.npu()))
+    same_outcome(lambda: op(a), lambda: op(a.npu()))
+    same_outcome(lambda: op_(a.clone()), lambda: op_(a.npu()))
     assert _fast_path_calls(f"aten::{name}") == before[0] + 1
     assert _fast_path_calls(f"aten::{name}_") == before[1] + 1
 
@@ -73,8 +59,8 @@ def test_integer_bool_and_complex_inputs_as_on_cpu(name, op, op_, dtype):
     # Float operators promote integers (the fallback's result), neg refuses bool and silu
     # integers: cpu's results and cpu's errors.
     a = _values(dtype)
-    _same_outcome(lambda: op(a), lambda: op(a.npu()))
-    _same_outcome(lambda: op_(a.clone()), lambda: op_(a.npu()))
+    same_outcome(lambda: op(a), lambda: op(a.npu()))
+    same_outcome(lambda: op_(a.clone()), lambda: op_(a.npu()))
 
 
 def _layouts():
@@ -93,8 +79,8 @@ def _layouts():
 @pytest.mark.parametrize("layout", list(_layouts()))
 def test_layouts_and_result_strides_equal_cpu(name, op, op_, layout):
     a = _layouts()[layout]
-    _same_outcome(lambda: op(a), lambda: op(a.npu()))
-    _same_outcome(lambda: op_(a.clone().transpose(0, -1)), lambda: op_(a.npu().clone().transpose(0, -1)))
+    same_outcome(lambda: op(a), lambda: op(a.npu()))
+    same_outcome(lambda: op_(a.clone().transpose(0, -1)), lambda: op_(a.npu().clone().transpose(0, -1)))
 
 
 @pytest.mark.parametrize("name,op,op_", UNARY)
@@ -111,7 +97,7 @@ def test_in_place_on_views_as_on_cpu(name, op, op_):
             op_(view(v))
             return v
 
-        _same_outcome(on_cpu, on_npu)
+        same_outcome(on_cpu, on_npu)
 
 
 @pytest.mark.parametrize("dtype", FLOATS + INTEGERS + [torch.complex64])
@@ -119,8 +105,8 @@ def test_in_place_on_views_as_on_cpu(name, op, op_):
 def test_pow_tensor_scalar_equals_cpu(dtype, exponent):
     a = _values(dtype)
     before = _fast_path_calls("aten::pow.Tensor_Scalar"), _fast_path_calls("aten::pow_.Scalar")
-    _same_outcome(lambda: torch.pow(a, exponent), lambda: torch.pow(a.npu(), exponent))
-    _same_outcome(lambda: a.clone().pow_(exponent), lambda: a.npu().pow_(exponent))
+    same_outcome(lambda: torch.pow(a, exponent), lambda: torch.pow(a.npu(), exponent))
+    same_outcome(lambda: a.clone().pow_(exponent), lambda: a.npu().pow_(exponent))
     assert _fast_path_calls("aten::pow.Tensor_Scalar") == before[0] + 1
     assert _fast_path_calls("aten::pow_.Scalar") == before[1] + 1
 
@@ -129,7 +115,7 @@ def test_pow_tensor_scalar_equals_cpu(dtype, exponent):
 def test_pow_layouts_equal_cpu(layout):
     a = _layouts()[layout]
     for exponent in (2, 0.5, 1, 0):
-        _same_outcome(lambda: a ** exponent, lambda: a.npu() ** exponent)
+        same_outcome(lambda: a ** exponent, lambda: a.npu() ** exponent)
 
 
 def test_gpt2_gelu_composition_equals_cpu():
@@ -139,7 +125,7 @@ def test_gpt2_gelu_composition_equals_cpu():
 
     a = _values(torch.float32, (8, 16))
     before = _fast_path_calls("aten::tanh"), _fast_path_calls("aten::pow.Tensor_Scalar")
-    _same_outcome(lambda: gelu(a), lambda: gelu(a.npu()))
+    same_outcome(lambda: gelu(a), lambda: gelu(a.npu()))
     assert _fast_path_calls("aten::tanh") == before[0] + 1
     assert _fast_path_calls("aten::pow.Tensor_Scalar") == before[1] + 1
 
