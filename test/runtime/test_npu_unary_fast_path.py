@@ -182,3 +182,12 @@ def test_observed_and_captured_calls_take_the_fallback():
     torch.npu.synchronize()
     torch.testing.assert_close(out.cpu(), F.silu(a), rtol=0, atol=0, equal_nan=True)
     torch.testing.assert_close(x.cpu(), a ** 2, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("name,op,op_", UNARY)
+def test_conjugate_and_negative_views_as_on_cpu(name, op, op_):
+    # Views whose conj or neg bit a kernel must resolve first: the fallback's business.
+    a = _values(torch.complex64)
+    for view in (torch.conj, torch._neg_view, lambda t: t.conj().imag):
+        same_outcome(lambda: op(view(a)), lambda: op(view(a.npu())))
+        same_outcome(lambda: view(a.clone()).pow(2), lambda: view(a.npu()).pow(2))
