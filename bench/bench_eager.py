@@ -2,10 +2,11 @@
 
 npu kernels run the CPU kernels on the same host memory, so the difference is the cost
 of the npu dispatch path (device guard, allocator, dispatcher). Each case times blocks
-of calls, alternating cpu and npu blocks, and compares medians. Budgets: a 1-element add
-<= 3x CPU; a 512x512 matmul and a 1M-element pointwise op <= 1.10x CPU.
+of calls, alternating cpu and npu blocks, and compares medians. Budgets: a 1-element add,
+mul, relu, tanh, silu, in-place add or multiplication by a Python number <= 3x CPU; a 512x512 matmul and a
+1M-element pointwise op <= 1.10x CPU.
 
-    python bench/bench_eager.py [--samples N] [--calls N] [--threads N] [--json]
+    python bench/bench_eager.py [--samples N] [--calls N] [--threads N] [--only CASE,...] [--json]
 """
 from __future__ import annotations
 
@@ -27,6 +28,39 @@ def _case_add_1(device: str) -> Callable[[], object]:
     return lambda: a + b
 
 
+def _case_mul_1(device: str) -> Callable[[], object]:
+    a = torch.ones(1, device=device)
+    b = torch.ones(1, device=device)
+    return lambda: a * b
+
+
+def _case_add_inplace_1(device: str) -> Callable[[], object]:
+    a = torch.ones(1, device=device)
+    b = torch.ones(1, device=device)
+    return lambda: a.add_(b)
+
+
+def _case_mul_number_1(device: str) -> Callable[[], object]:
+    # The Python number arrives as a cpu 0-dim tensor of another dtype (float64).
+    a = torch.ones(1, device=device)
+    return lambda: a * 0.5
+
+
+def _case_relu_1(device: str) -> Callable[[], object]:
+    a = torch.ones(1, device=device)
+    return lambda: torch.relu(a)
+
+
+def _case_tanh_1(device: str) -> Callable[[], object]:
+    a = torch.ones(1, device=device)
+    return lambda: torch.tanh(a)
+
+
+def _case_silu_1(device: str) -> Callable[[], object]:
+    a = torch.ones(1, device=device)
+    return lambda: torch.nn.functional.silu(a)
+
+
 def _case_matmul_512(device: str) -> Callable[[], object]:
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(512, 512, generator=gen).to(device)
@@ -44,6 +78,12 @@ def _case_pointwise_1m(device: str) -> Callable[[], object]:
 # name -> (builder, calls per timed block, budget ratio)
 CASES = {
     "add_1_element": (_case_add_1, 2000, 3.0),
+    "mul_1_element": (_case_mul_1, 2000, 3.0),
+    "add_inplace_1_element": (_case_add_inplace_1, 2000, 3.0),
+    "mul_number_1_element": (_case_mul_number_1, 2000, 3.0),
+    "relu_1_element": (_case_relu_1, 2000, 3.0),
+    "tanh_1_element": (_case_tanh_1, 2000, 3.0),
+    "silu_1_element": (_case_silu_1, 2000, 3.0),
     "matmul_512x512": (_case_matmul_512, 20, 1.10),
     "pointwise_add_1M": (_case_pointwise_1m, 50, 1.10),
 }
@@ -79,12 +119,17 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=31, help="timed blocks per device and case")
     parser.add_argument("--calls", type=int, default=0, help="calls per timed block (default: per case)")
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads (default: torch's choice)")
+    parser.add_argument("--only", default="", help="comma-separated cases to run (default: all)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
 
-    results = {name: run_case(name, args.samples, args.calls) for name in CASES}
+    names = args.only.split(",") if args.only else list(CASES)
+    unknown = [name for name in names if name not in CASES]
+    if unknown:
+        parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
+    results = {name: run_case(name, args.samples, args.calls) for name in names}
     if args.json:
         print(json.dumps({"threads": torch.get_num_threads(), "cases": results}, indent=2))
     else:

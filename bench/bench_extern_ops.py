@@ -1,16 +1,15 @@
 """What each extern call of the compiled CNN and transformer block costs on npu over cpu.
 
 Inductor's npu and cpu wrappers of ``bench_inductor_devices.py``'s small CNN and transformer
-block call ``extern_kernels.convolution``, ``extern_kernels.addmm(..., out=)`` and
-``aten._scaled_dot_product_flash_attention_for_cpu`` outside their fused kernels, allocate
+block call a convolution (cpu: ``extern_kernels.convolution``; npu: the entry point
+``torch.npu._convolution_host_layout`` of the op npu's post-grad pass puts in its place),
+``extern_kernels.addmm(..., out=)`` and ``aten._scaled_dot_product_flash_attention_for_cpu``
+outside their fused kernels, allocate
 their buffers and (npu) guard the graph's device. Each such call is timed here alone, with
 the arguments and layouts of the generated code, npu and cpu in alternating blocks of one
 process; the figure is the fastest block of each side (a block another process slowed down
-only adds time), per call, and the npu result is checked bit-equal to cpu's where both
-sides run the same call. The convolutions differ by design: Inductor passes the bias to
-cpu's convolution and adds it in the next kernel on npu, and the npu output takes the
-memory format FakeTensor's rule gives the device (contiguous), cpu's the one the CPU kernel
-picks (channels-last for a channels-last input).
+only adds time), per call, and the npu result is checked bit-equal to cpu's (values and
+strides): both convolutions take the bias and return the CPU kernel's channels-last output.
 
     python bench/bench_extern_ops.py [--blocks N] [--calls N]
 """
@@ -29,6 +28,7 @@ from torch._inductor.select_algorithm import extern_kernels
 
 reinterpret = torch._C._dynamo.guards._reinterpret_tensor
 CONV = dict(stride=(1, 1), padding=(1, 1), dilation=(1, 1), transposed=False, output_padding=(0, 0), groups=1)
+CONV_ARGS = ("stride", "padding", "dilation", "transposed", "output_padding", "groups")
 
 
 def _channels_last(t: torch.Tensor) -> torch.Tensor:
@@ -46,8 +46,14 @@ def calls(device: str) -> dict[str, Callable[[], object]]:
     x1, w1, b1 = _channels_last(rand(4, 3, 32, 32)), _channels_last(rand(8, 3, 3, 3)), rand(8)
     x2, w2, b2 = _channels_last(rand(4, 8, 16, 16)), _channels_last(rand(16, 8, 3, 3)), rand(16)
     cpu = device == "cpu"
-    out["cnn convolution 1"] = lambda: extern_kernels.convolution(x1, w1, bias=b1 if cpu else None, **CONV)
-    out["cnn convolution 2"] = lambda: extern_kernels.convolution(x2, w2, bias=b2 if cpu else None, **CONV)
+    if cpu:
+        out["cnn convolution 1"] = lambda: extern_kernels.convolution(x1, w1, b1, **CONV)
+        out["cnn convolution 2"] = lambda: extern_kernels.convolution(x2, w2, b2, **CONV)
+    else:
+        conv = torch.npu._convolution_host_layout
+        args = [list(CONV[k]) if isinstance(CONV[k], tuple) else CONV[k] for k in CONV_ARGS]
+        out["cnn convolution 1"] = lambda: conv(x1, w1, b1, *args)
+        out["cnn convolution 2"] = lambda: conv(x2, w2, b2, *args)
     for label, m, k, n in (("cnn addmm 4x16x10", 4, 16, 10), ("block addmm 64x64x192", 64, 64, 192),
                            ("block addmm 64x256x64", 64, 256, 64)):
         bias, a, w, o = rand(n), rand(m, k), rand(n, k), torch.empty(m, n, device=device)
@@ -92,8 +98,8 @@ def main() -> int:
         c, d = cpu[name](), npu[name]()
         if isinstance(c, tuple):
             c, d = c[0], d[0]
-        if isinstance(c, torch.Tensor) and name.split()[1] in ("addmm", "flash"):
-            assert torch.equal(c, d.cpu()), name
+        if isinstance(c, torch.Tensor) and name.split()[1] in ("addmm", "flash", "convolution"):
+            assert torch.equal(c, d.cpu()) and c.stride() == d.stride(), name
         for fn in (cpu[name], npu[name]):
             _block(fn, args.calls)
         times: dict[str, list[float]] = {"cpu": [], "npu": []}

@@ -4,8 +4,12 @@ The models are the ones the real-model test matrix runs (``test/real_models/real
 library code, tiny configs, random weights). Every figure is a ratio of two medians measured
 side by side in this process, calls of the two sides interleaved so load changes hit both:
 
-* ``eager``: npu eager ÷ cpu eager per step, inference (forward, no grad) and training
-  (forward, backward, SGD step), on the transformer models;
+* ``eager``: npu eager ÷ cpu eager per step on the transformer models: inference (forward,
+  no grad), forward+backward (loss and gradients, no optimizer) and a training step
+  (forward, backward, SGD step). SGD is told ``foreach=False`` on both devices: left to
+  its default it takes the multi-tensor path on npu (as on CUDA: torch picks it for
+  accelerators) and the per-parameter loop on cpu, and the ratio would time two different
+  optimizers (``--sgd-default`` shows that figure);
 * ``inductor``: npu Inductor (``npu_backend="default"``) ÷ cpu Inductor per forward call,
   every model;
 * ``first_compile``: first call of a freshly compiled GPT-2 forward, npu ÷ cpu, each in a
@@ -16,10 +20,12 @@ side by side in this process, calls of the two sides interleaved so load changes
 * ``npugraphs``: ``backend="npugraphs"`` ÷ npu eager per step once graphs are recorded, on
   the CNNs, inference and training (each step opened with ``mark_step_begin()``).
 
-Ratios below 1 mean npu is faster. The machine is shared: the load average is printed with
+Ratios below 1 mean npu is faster. One intra-op thread unless ``--threads`` says otherwise:
+on a loaded machine, spinning OpenMP workers make steps of a few ms swing by several times
+on either device, more than everything npu adds. The machine is shared: the load average is printed with
 the results.
 
-    python bench/bench_real_models.py [--repeat 15] [--compiles 3] [--only eager,inductor,...] [--json PATH]
+    python bench/bench_real_models.py [--repeat 15] [--compiles 3] [--threads 1] [--sgd-default] [--only eager,inductor,...] [--json PATH]
 """
 from __future__ import annotations
 
@@ -82,10 +88,10 @@ def _inference_step(model_spec, module, device):
     return device, step
 
 
-def _training_step(model_spec, module, params_of, device, mark_step=False):
+def _training_step(model_spec, module, params_of, device, mark_step=False, foreach=None, optimizer=True):
     args, target = model_spec.inputs(torch.Generator().manual_seed(1))
     args, target = tuple(a.to(device) for a in args), target.to(device)
-    opt = torch.optim.SGD(params_of.parameters(), lr=1e-3, momentum=0.9)
+    opt = torch.optim.SGD(params_of.parameters(), lr=1e-3, momentum=0.9, foreach=foreach)
 
     def step():
         if mark_step:
@@ -93,7 +99,8 @@ def _training_step(model_spec, module, params_of, device, mark_step=False):
         opt.zero_grad(set_to_none=True)
         loss = model_spec.loss(model_spec.output(module(*args)), target)
         loss.backward()
-        opt.step()
+        if optimizer:
+            opt.step()
 
     return device, step
 
@@ -104,17 +111,22 @@ def _pair(name: str, train: bool):
     return spec, cpu_model, copy.deepcopy(cpu_model).to(NPU)
 
 
-def eager(repeat: int) -> dict:
+def eager(repeat: int, sgd_foreach=False) -> dict:
     rows = {}
     for name in TRANSFORMERS:
         spec, cpu_model, npu_model = _pair(name, train=False)
         t = _interleaved({"cpu": _inference_step(spec, cpu_model, torch.device("cpu")),
                           "npu": _inference_step(spec, npu_model, NPU)}, repeat)
         spec, cpu_model, npu_model = _pair(name, train=True)
-        s = _interleaved({"cpu": _training_step(spec, cpu_model, cpu_model, torch.device("cpu")),
-                          "npu": _training_step(spec, npu_model, npu_model, NPU)}, repeat)
-        rows[name] = {"inference_npu_over_cpu": t["npu"] / t["cpu"], "training_npu_over_cpu": s["npu"] / s["cpu"],
-                      "inference_cpu_ms": t["cpu"] * 1e3, "training_cpu_ms": s["cpu"] * 1e3}
+        b = _interleaved({"cpu": _training_step(spec, cpu_model, cpu_model, torch.device("cpu"), optimizer=False),
+                          "npu": _training_step(spec, npu_model, npu_model, NPU, optimizer=False)}, repeat)
+        s = _interleaved({"cpu": _training_step(spec, cpu_model, cpu_model, torch.device("cpu"), foreach=sgd_foreach),
+                          "npu": _training_step(spec, npu_model, npu_model, NPU, foreach=sgd_foreach)}, repeat)
+        rows[name] = {"inference_npu_over_cpu": t["npu"] / t["cpu"],
+                      "fwd_bwd_npu_over_cpu": b["npu"] / b["cpu"],
+                      "training_npu_over_cpu": s["npu"] / s["cpu"],
+                      "inference_cpu_ms": t["cpu"] * 1e3, "fwd_bwd_cpu_ms": b["cpu"] * 1e3,
+                      "training_cpu_ms": s["cpu"] * 1e3}
     return rows
 
 
@@ -221,19 +233,30 @@ def main() -> None:
     parser.add_argument("--compiles", type=int, default=3)
     parser.add_argument("--only", default=",".join(s for s in SECTIONS if s != "first_compile_train"), help="comma-separated sections to run")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads (torch.set_num_threads)")
+    parser.add_argument("--sgd-default", action="store_true",
+                        help="eager training step: leave SGD's foreach to its per-device default")
     args = parser.parse_args()
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="bench_real_models_"))
+    torch.set_num_threads(args.threads)
 
     load_before = os.getloadavg()
     results: dict = {}
     for section in args.only.split(","):
         fn = SECTIONS[section]
-        results[section] = fn(args.compiles) if section.startswith("first_compile") else fn(args.repeat)
-    results["load_average"] = {"before": load_before, "after": os.getloadavg(), "cores": os.cpu_count()}
+        if section.startswith("first_compile"):
+            results[section] = fn(args.compiles)
+        elif section == "eager":
+            results[section] = fn(args.repeat, sgd_foreach=None if args.sgd_default else False)
+        else:
+            results[section] = fn(args.repeat)
+    results["load_average"] = {"before": load_before, "after": os.getloadavg(), "cores": os.cpu_count(),
+                               "threads": torch.get_num_threads()}
     for section, rows in results.items():
         print(f"== {section}")
         if section == "load_average":
-            print(f"  1-min load before {rows['before'][0]:.1f}, after {rows['after'][0]:.1f} on {rows['cores']} cores")
+            print(f"  1-min load before {rows['before'][0]:.1f}, after {rows['after'][0]:.1f} on {rows['cores']} cores, "
+                  f"{rows['threads']} intra-op thread(s)")
             continue
         for name, row in rows.items():
             print(f"  {name}: " + ", ".join(f"{k}={v:.3g}" for k, v in row.items()))

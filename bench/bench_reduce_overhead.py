@@ -281,6 +281,8 @@ def _time_model(
     kind = "train" if train else "infer"
 
     def spread(values: list[float]) -> str:
+        if len(values) < 2:  # one block has no spread
+            return f"{values[0]:.2f}..{values[0]:.2f}"
         q = statistics.quantiles(values, n=4)
         return f"{q[0]:.2f}..{q[2]:.2f}"
 

@@ -207,6 +207,12 @@ ROWS: tuple[Row, ...] = (
          "torch._inductor.inductor_prims", "torch._prims_common.make_contiguous_strides_for"),
         "Host lowering choices are a post-grad custom pass (with a cache key) that picks scatter fallbacks and forces strides.",
         "The host lowering pass fails to import or to run."),
+    Row(("torch._inductor.config.layout_optimization", "torch._inductor.config.force_layout_optimization",
+         "torch._inductor.inductor_prims.force_stride_order"),
+        "npu's post-grad pass gives npu convolutions the input layouts Inductor's lowering gives cpu ones (decided by "
+        "the layout-optimization settings, forced with force_stride_order; conv_host_layout).",
+        "The pass fails: compiled npu graphs with convolutions do not compile, or the pass is left out and npu "
+        "convolutions convert their outputs to contiguous again."),
     Row(("torch._inductor.pattern_matcher.Match", "torch._inductor.pattern_matcher.PatternExpr",
          "torch._inductor.pattern_matcher.PatternMatcherPass", "torch._inductor.pattern_matcher.ReplaceFn",
          "torch._inductor.pattern_matcher.SearchFn", "torch._inductor.pattern_matcher.TraceFn",

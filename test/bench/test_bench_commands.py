@@ -29,7 +29,8 @@ def _run_bench(script: str, *args: str) -> str:
 
 def test_bench_eager_prints_each_case_ratio():
     stdout = _run_bench("bench_eager.py", "--samples", "1", "--calls", "1")
-    for case in ("add_1_element", "matmul_512x512", "pointwise_add_1M"):
+    for case in ("add_1_element", "mul_1_element", "add_inplace_1_element", "mul_number_1_element", "relu_1_element",
+                 "matmul_512x512", "pointwise_add_1M"):
         assert re.search(rf"^\s+{case}\s.*{RATIO}", stdout, re.M), stdout
 
 
@@ -45,3 +46,30 @@ def test_bench_inductor_devices_times_the_thread_clock():
                         "--calls", "1", "--clock", "thread")
     assert "thread clock" in stdout, stdout
     assert re.search(rf"^\s+pointwise_256k\s.*ratio {RATIO}", stdout, re.M), stdout
+
+
+def test_bench_import_prints_time_ratio_and_rss_delta():
+    stdout = _run_bench("bench_import.py", "--runs", "5")
+    assert re.search(rf"^\s+ratio\s+{RATIO}", stdout.replace(" x", "x"), re.M), stdout
+    assert re.search(r"^peak RSS .* delta [+-][0-9.]+ MB", stdout, re.M), stdout
+
+
+def test_bench_real_models_eager_prints_inference_fwd_bwd_and_training_ratios():
+    stdout = _run_bench("bench_real_models.py", "--only", "eager", "--repeat", "1")
+    for model in ("gpt2", "bert", "llama"):
+        line = re.search(rf"^\s+{model}: (.*)$", stdout, re.M)
+        assert line, stdout
+        for figure in ("inference_npu_over_cpu", "fwd_bwd_npu_over_cpu", "training_npu_over_cpu"):
+            assert re.search(rf"{figure}=[0-9.e+-]+", line.group(1)), line.group(1)
+
+
+def test_bench_reduce_overhead_prints_training_speedup_and_replay_memory():
+    stdout = _run_bench("bench_reduce_overhead.py", "--only", "linear_ln_gelu", "--blocks", "1", "--block-steps", "1")
+    for kind in ("infer", "train"):
+        assert re.search(rf"^linear_ln_gelu_{kind}_inductor_over_reduce_overhead\s+[0-9.]+$", stdout, re.M), stdout
+        # nothing recompiled, re-recorded or run eagerly while timed: the ratio times replays
+        assert re.search(rf"^linear_ln_gelu_{kind}_recompiles_records_eager_runs_while_timed\s+0, 0, 0$", stdout,
+                         re.M), stdout
+    before = re.search(r"^memory_allocated_before\s+(\d+)$", stdout, re.M)
+    after = re.search(r"^memory_allocated_after_1000_replays\s+(\d+)$", stdout, re.M)
+    assert before and after and before.group(1) == after.group(1), stdout

@@ -88,3 +88,21 @@ def _call_recording_warnings(fn: Callable[..., Any], inputs: list[Any]) -> tuple
 
 def _detach(x: Any) -> Any:
     return x.detach() if isinstance(x, torch.Tensor) else x
+
+
+def same_outcome(run_cpu: Callable[[], torch.Tensor], run_npu: Callable[[], torch.Tensor]) -> None:
+    """run_npu gives run_cpu's result bit for bit (dtype, values, strides), or its error
+    (the same first line of the message)."""
+    try:
+        expected = run_cpu()
+    except RuntimeError as cpu_error:
+        try:
+            run_npu()
+        except RuntimeError as npu_error:
+            assert str(npu_error).splitlines()[0] == str(cpu_error).splitlines()[0]
+            return
+        raise AssertionError(f"cpu raised {cpu_error!r}, npu did not")
+    got = run_npu()
+    assert got.device.type == "npu"
+    assert got.dtype == expected.dtype and got.stride() == expected.stride()
+    torch.testing.assert_close(got.cpu(), expected, rtol=0, atol=0, equal_nan=True)

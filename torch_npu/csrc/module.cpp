@@ -1,6 +1,7 @@
 // Python bindings of the simulated NPU runtime (torch_npu._C). Importing the module
 // registers the backend (hooks, allocator redirect); the device itself initialises on
 // first use.
+#include "torch_npu/csrc/aten/convolution.h"
 #include "torch_npu/csrc/aten/fallback.h"
 #include "torch_npu/csrc/aten/fast_path.h"
 #include "torch_npu/csrc/runtime/device_memory_file.h"
@@ -302,6 +303,42 @@ PyMethodDef empty_strided_def = {
     "_empty_strided(size, stride, dtype, device_index)\n--\n\nA new npu tensor of this geometry on npu "
     "device_index (uninitialised memory from its caching allocator)."};
 
+// `torch.npu._convolution_host_layout(input, weight, bias, stride, padding, dilation,
+// transposed, output_padding, groups)`: how compiled code calls `npu::_convolution_host_layout`,
+// as Inductor's cpu code calls `torch.convolution`. A fastcall C function: no argument parser
+// and no dispatch (compiled code runs outside autograd); the npu kernel itself.
+PyObject* convolution_host_layout_fastcall(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  c10::SmallVector<int64_t, 6> stride, padding, dilation, output_padding;
+  if (nargs != 9 || !THPVariable_Check(args[0]) || !THPVariable_Check(args[1]) ||
+      (args[2] != Py_None && !THPVariable_Check(args[2])) || !unpack_int_sequence(args[3], stride) ||
+      !unpack_int_sequence(args[4], padding) || !unpack_int_sequence(args[5], dilation) || !PyBool_Check(args[6]) ||
+      !unpack_int_sequence(args[7], output_padding) || !THPUtils_checkLong(args[8])) {
+    PyErr_SetString(PyExc_TypeError,
+                    "_convolution_host_layout(input, weight, bias, stride, padding, dilation, transposed, "
+                    "output_padding, groups): input and weight are npu tensors, bias an npu tensor or None, stride, "
+                    "padding, dilation and output_padding lists of ints, transposed a bool, groups an int");
+    return nullptr;
+  }
+  std::optional<at::Tensor> bias;
+  if (args[2] != Py_None) bias = THPVariable_Unpack(args[2]);
+  at::Tensor out;
+  {
+    pybind11::gil_scoped_release no_gil;
+    out = npu_convolution_host_layout(THPVariable_Unpack(args[0]), THPVariable_Unpack(args[1]), bias, stride, padding,
+                                      dilation, args[6] == Py_True, output_padding, THPUtils_unpackLong(args[8]));
+  }
+  return THPVariable_Wrap(std::move(out));
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef convolution_host_layout_def = {
+    "_convolution_host_layout",
+    reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&convolution_host_layout_fastcall)), METH_FASTCALL,
+    "_convolution_host_layout(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)"
+    "\n--\n\nnpu::_convolution_host_layout without the dispatcher: the CPU kernel's convolution of npu tensors, "
+    "its output in the layout that kernel writes."};
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -387,6 +424,8 @@ PYBIND11_MODULE(_C, m) {
                py::reinterpret_steal<py::object>(PyCFunction_NewEx(&launch_host_kernel_def, nullptr, nullptr)));
   m.add_object("_empty_strided",
                py::reinterpret_steal<py::object>(PyCFunction_NewEx(&empty_strided_def, nullptr, nullptr)));
+  m.add_object("_convolution_host_layout", py::reinterpret_steal<py::object>(
+                                               PyCFunction_NewEx(&convolution_host_layout_def, nullptr, nullptr)));
   add_device_guard_type(m);
   m.def("_graph_pool_handle", &graph_pool_handle);
   // Graph trees hand out a replay's static outputs as tensors over a storage of their own

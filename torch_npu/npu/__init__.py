@@ -49,6 +49,7 @@ from .hardware_only import *  # noqa: F403  (names that need a physical card)
 from .legacy_types import *  # noqa: F403  (torch.npu.FloatTensor, torch.npu.FloatStorage, ...)
 from .memory import *  # noqa: F403
 from .memory import _empty_strided
+from .compiled_convolution import _convolution_host_layout
 from .mstx import mstx
 from .sync_debug import get_sync_debug_mode, set_sync_debug_mode
 from .properties import (

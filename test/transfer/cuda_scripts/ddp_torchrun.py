@@ -6,6 +6,17 @@ the backend chosen by ``dist.is_nccl_available()``, a DistributedSampler, DDP wi
 ``map_location={"cuda:0": f"cuda:{local_rank}"}``, and ``torch.cuda.max_memory_allocated
 (device)`` reported. Rank 0 prints what every rank computed as JSON; falls back to cpu and
 gloo where CUDA is unavailable.
+
+The ranks hand their reports to rank 0 through files in ``--out-dir``, not through
+``all_gather_object``: the script's last collective is then a barrier issued outside
+backward, which holds no Python object. With PyTorch 2.13 and Gloo, a program whose last
+collective holds one (``all_gather_object``'s tensors are created in Python) can abort at
+exit ("terminate called without an active exception"): Gloo's worker thread releases a
+finished collective only after waking the caller, the release takes the GIL, and a thread
+taking the GIL of an interpreter that is finalising is terminated. ``destroy_process_group()``
+does not stop that thread here, because constructing DDP imports
+``torch.distributed.nn.functional``, whose default arguments keep the default group alive
+until the process ends (docs/distributed.md, "Exit").
 """
 import argparse
 import json
@@ -70,11 +81,20 @@ def main():
         "max_memory_allocated_positive": torch.cuda.max_memory_allocated(device) > 0 if device.type == "cuda" else None,
         "backend": dist.get_backend(),
     }
-    reports = [None] * world_size
-    dist.all_gather_object(reports, report)
+    with open(report_path(args.out_dir, rank), "w") as f:
+        json.dump(report, f)
+    dist.barrier()  # every rank's report is written
     if rank == 0:
+        reports = []
+        for other in range(world_size):
+            with open(report_path(args.out_dir, other)) as f:
+                reports.append(json.load(f))
         print(json.dumps(reports))
     dist.destroy_process_group()
+
+
+def report_path(out_dir, rank):
+    return os.path.join(out_dir, f"ddp_report_rank{rank}.json")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,10 @@ another dtype it stays Welford.
 And one choice Inductor has for no device but cpu, mps and Triton ones: FlexAttention's
 higher-order ops become their dense aten composite (``flex_attention_dense``).
 
+Convolutions get cpu's output layout and cpu's bias handling (``conv_host_layout``): the
+npu kernel is cpu's, so its output needs no conversion to the layout FakeTensor's rule
+gives the device, and the compiled results equal compiled cpu's.
+
 ``HostLoweringChoices`` is the npu ``device_custom_pass`` of ``register_backend_for_device``.
 """
 from __future__ import annotations
@@ -188,16 +192,20 @@ class HostLoweringChoices(CustomGraphPass):
         # A graph loaded from the FX-graph cache calls the eager scatter ops without this
         # pass having run in the process, so they exist from registration on.
         _eager_scatter_ops()
+        from . import conv_host_layout
+
+        conv_host_layout.host_layout_op()
 
     def __call__(self, gm: torch.fx.GraphModule) -> None:
         # Not a lowering choice: the one post-grad hook of npu graphs also keeps, for the
         # NPU graph trees, their outputs' user stacks (see output_stack_traces) and what
         # blocks their capture (see capture_facts), read before the rewrites below.
-        from . import capture_facts, flex_attention_dense, output_stack_traces
+        from . import capture_facts, conv_host_layout, flex_attention_dense, output_stack_traces
 
         output_stack_traces.note(gm)
         capture_facts.note(gm)
         changed = flex_attention_dense.densify(gm)
+        changed |= conv_host_layout.rewrite_convolutions(gm)
         for node in list(gm.graph.nodes):
             if node.op != "call_function":
                 continue
@@ -210,4 +218,4 @@ class HostLoweringChoices(CustomGraphPass):
     def uuid(self) -> str:
         # The rewrites depend on this module's code only; the FX-graph cache key holds
         # the npu codegen version (a digest of these sources) as well.
-        return "torch_npu.host_lowering_choices.v3"
+        return "torch_npu.host_lowering_choices.v4"

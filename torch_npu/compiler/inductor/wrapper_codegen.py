@@ -14,7 +14,10 @@ launched on that device's stream, whatever device the inputs are on: a model on
 ``npu:1`` would get ``npu:0`` outputs. The npu wrapper therefore runs the graph's body
 under a guard of its npu device and allocates npu buffers on their own device index,
 through the runtime's allocation entry point ``torch.npu._empty_strided(size, stride,
-dtype, index)`` (as Inductor's ``empty_strided_cpu`` for cpu buffers).
+dtype, index)`` (as Inductor's ``empty_strided_cpu`` for cpu buffers). Convolutions (the
+runtime's ``npu::_convolution_host_layout``, see ``conv_host_layout``) are called through
+its entry point ``torch.npu._convolution_host_layout(...)``, as cpu's code calls
+``torch.convolution``: the same kernel without the boxed call through ``torch.ops``.
 """
 from __future__ import annotations
 
@@ -36,6 +39,21 @@ from .device_op_overrides import NpuDeviceOpOverrides
 DEVICE_TYPE = "npu"
 LAUNCH_ENTRY_POINT = "torch.npu._launch_host_kernel"
 ALLOCATION_ENTRY_POINT = "torch.npu._empty_strided"
+CONVOLUTION_ENTRY_POINT = "torch.npu._convolution_host_layout"
+
+
+def _is_host_layout_convolution(extern_kernel: Any) -> bool:
+    """A call of ``npu::_convolution_host_layout`` with positional arguments only, when the
+    runtime has the entry point for it."""
+    from .conv_host_layout import host_layout_op
+
+    op = getattr(extern_kernel, "op_overload", None)
+    return (
+        op is not None
+        and op is host_layout_op()
+        and not getattr(extern_kernel, "kwargs", None)
+        and hasattr(torch.npu, CONVOLUTION_ENTRY_POINT.rsplit(".", 1)[1])
+    )
 
 
 def _written_positions(arg_types: Any, num_args: int) -> tuple[int, ...] | None:
@@ -51,7 +69,20 @@ def _written_positions(arg_types: Any, num_args: int) -> tuple[int, ...] | None:
 
 
 class _HostKernelLaunch:
-    """Emits npu kernel calls as host calls through the runtime's launch entry point."""
+    """Emits npu kernel calls as host calls through the runtime's launch entry point, and
+    npu convolutions through the runtime's convolution entry point."""
+
+    def _generate_extern_kernel_alloc_helper(self, extern_kernel: Any, args: Any) -> None:
+        if not _is_host_layout_convolution(extern_kernel):
+            super()._generate_extern_kernel_alloc_helper(extern_kernel, args)
+            return
+        # Inductor writes ``<name> = <kernel name>(<args>)``; only the name changes.
+        python_kernel_name = extern_kernel.python_kernel_name
+        extern_kernel.python_kernel_name = CONVOLUTION_ENTRY_POINT
+        try:
+            super()._generate_extern_kernel_alloc_helper(extern_kernel, args)
+        finally:
+            extern_kernel.python_kernel_name = python_kernel_name
 
     def _generate_kernel_call_helper(
         self, kernel_name: str, call_args: Any, *, device: Any = None, **kwargs: Any

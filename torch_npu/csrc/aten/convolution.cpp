@@ -8,14 +8,22 @@
 // backend serves the device (npu: Overrideable) and which memory format that backend
 // produces; the CPU kernel answers for Mkldnn instead, e.g. channels-last outputs for a
 // channels-last input where the npu rule says contiguous.
+//
+// `npu::_convolution_host_layout` is the same convolution with the CPU kernel's memory
+// format, unconverted: what FakeTensor predicts for a cpu convolution of the same
+// geometry. Inductor's npu post-grad pass calls it in place of `aten.convolution`, with a
+// fake kernel giving those strides, so compiled npu graphs plan cpu's layout and pass the
+// bias to the kernel as compiled cpu graphs do.
 #include "torch_npu/csrc/observe/npu_observe.h"
 #include "torch_npu/csrc/runtime/device.h"
 #include "torch_npu/csrc/runtime/allocator.h"
 #include "torch_npu/csrc/runtime/stream.h"
 #include "torch_npu/csrc/graphs/capture.h"
 #include "torch_npu/csrc/aten/cpu_aliases.h"
+#include "torch_npu/csrc/aten/convolution.h"
 
 #include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/native/ConvUtils.h>
 #include <torch/library.h>
 
@@ -131,6 +139,56 @@ at::Tensor in_memory_format(const at::Tensor& t, at::MemoryFormat fmt) {
   return t.contiguous(fmt);
 }
 
+// A cpu tensor of `t`'s dtype with these sizes and strides over a storage of the right size
+// and no memory: ATen's backend rules read only metadata (and take views), so the probe
+// costs no allocation of the input's size.
+at::Tensor cpu_layout_probe(const at::Tensor& t, at::IntArrayRef sizes, at::IntArrayRef strides) {
+  size_t nbytes = at::detail::computeStorageNbytes(sizes, strides, t.dtype().itemsize());
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, c10::DataPtr(nullptr, c10::Device(c10::kCPU)),
+                       /*allocator=*/nullptr, /*resizable=*/false);
+  at::Tensor probe = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                                              t.dtype());
+  probe.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
+  return probe;
+}
+
+at::Tensor cpu_layout_probe(const at::Tensor& t) {
+  return t.defined() ? cpu_layout_probe(t, t.sizes(), t.strides()) : t;
+}
+
+// The memory format the CPU kernel gives this convolution's output, asked of ATen's backend
+// rule for cpu tensors of this geometry as FakeTensor's rule asks it for a cpu convolution.
+at::MemoryFormat cpu_kernel_memory_format(const at::Tensor& input, const at::Tensor& weight,
+                                          const at::Tensor& bias, at::IntArrayRef stride, at::IntArrayRef padding,
+                                          at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding,
+                                          int64_t groups) {
+  at::Tensor in = cpu_layout_probe(input), w = cpu_layout_probe(weight), b = cpu_layout_probe(bias);
+  std::optional<at::Tensor> bb = b.defined() ? std::optional<at::Tensor>(b) : std::nullopt;
+  at::native::ConvBackend backend = at::native::select_conv_backend(
+      in, w, bb, c10::fromIntArrayRefSlow(stride), c10::fromIntArrayRefSlow(padding),
+      c10::fromIntArrayRefSlow(dilation), transposed, c10::fromIntArrayRefSlow(output_padding), c10::SymInt(groups),
+      std::nullopt);
+  if (weight.dim() == 3) {
+    // The rule expands 1-d convolutions to 2-d (a contiguous input) before asking.
+    std::vector<int64_t> sizes(input.sizes().begin(), input.sizes().end());
+    sizes.insert(sizes.begin() + 2, 1);
+    in = cpu_layout_probe(input, sizes, c10::contiguous_strides(sizes));
+    std::vector<int64_t> w_sizes(weight.sizes().begin(), weight.sizes().end());
+    std::vector<int64_t> w_strides(weight.strides().begin(), weight.strides().end());
+    w_sizes.insert(w_sizes.begin() + 2, 1);
+    w_strides.insert(w_strides.begin() + 2, weight.size(2) * weight.stride(2));  // as unsqueeze(2)
+    w = cpu_layout_probe(weight, w_sizes, w_strides);
+  }
+  return at::native::_determine_backend_memory_format(in, w, backend);
+}
+
+at::Tensor cpu_convolution_host_layout(const at::Tensor& input, const at::Tensor& weight,
+                                       const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                                       at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                                       at::IntArrayRef output_padding, int64_t groups) {
+  return at::convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+}
+
 at::Tensor npu_convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                            c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
                            bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
@@ -168,6 +226,40 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_convolution_backward(
 }
 
 }  // namespace
+
+at::Tensor npu_convolution_host_layout(const at::Tensor& input, const at::Tensor& weight,
+                                       const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                                       at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                                       at::IntArrayRef output_padding, int64_t groups) {
+  std::vector<int64_t> s(stride.vec()), p(padding.vec()), d(dilation.vec()), op(output_padding.vec());
+  at::Tensor b = bias.has_value() ? *bias : at::Tensor();
+  // Run, the CPU kernel's output is the result as it is. Captured, the output is allocated
+  // from a meta convolution, which answers for the meta device: it gets the format asked of
+  // the CPU backend rule instead (a no-op on the replayed CPU kernel's output).
+  std::optional<at::MemoryFormat> fmt;
+  if (is_recording()) fmt = cpu_kernel_memory_format(input, weight, b, s, p, d, transposed, op, groups);
+  return run_on_device("npu::_convolution_host_layout", {input, weight, b}, {"input", "weight", "bias"},
+                       [=](const std::vector<at::Tensor>& t) {
+    std::optional<at::Tensor> bb = t[2].defined() ? std::optional<at::Tensor>(t[2]) : std::nullopt;
+    at::Tensor out = at::convolution(t[0], t[1], bb, s, p, d, transposed, op, groups);
+    return std::vector<at::Tensor>{fmt ? in_memory_format(out, *fmt) : out};
+  })[0];
+}
+
+TORCH_LIBRARY_FRAGMENT(npu, m) {
+  // Its fake kernel (cpu's strides) is registered by the compiler layer, which uses it.
+  m.def("_convolution_host_layout(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, "
+        "int[] dilation, bool transposed, int[] output_padding, int groups) -> Tensor",
+        {at::Tag::needs_exact_strides});
+}
+
+TORCH_LIBRARY_IMPL(npu, PrivateUse1, m) {
+  m.impl("_convolution_host_layout", TORCH_FN(npu_convolution_host_layout));
+}
+
+TORCH_LIBRARY_IMPL(npu, CPU, m) {
+  m.impl("_convolution_host_layout", TORCH_FN(cpu_convolution_host_layout));
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", TORCH_FN(npu_convolution));

@@ -153,6 +153,12 @@ class FastCall {
 // are routed to the fallback, before that routing: the functional products also have a
 // composite kernel, and the routing leaves alone what already has an npu kernel.
 void register_matmul_attention_fast_paths(torch::Library& m);
+// The same for layer norm, softmax, gelu, index_select, sum/mean over dims and the backward
+// kernels eager transformer training runs (model_op_fast_paths.cpp).
+void register_model_op_fast_paths(torch::Library& m);
+// Registers the fast paths of add, sub, mul, div and relu, functional and in place
+// (elementwise_fast_paths.cpp), called at the same place for the same reason.
+void register_elementwise_fast_paths(torch::Library& m);
 
 // An operator returning a new tensor: `cpu_kernel` (its CPU kernel, arguments in schema
 // order) on the CPU aliases of `args` when the fast path may serve them, else the fallback.

@@ -25,10 +25,6 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
-#include <ATen/ops/add_cpu_dispatch.h>
-#include <ATen/ops/div_cpu_dispatch.h>
-#include <ATen/ops/mul_cpu_dispatch.h>
-#include <ATen/ops/sub_cpu_dispatch.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
@@ -523,119 +519,6 @@ at::Scalar npu_local_scalar_dense(const at::Tensor& self) {
   return value;
 }
 
-// ---- unboxed fast path of the hottest elementwise operators -------------------
-//
-// add, sub, mul and div (functional and in place) are most of the small ops a model
-// runs. Through the boxed fallback each call boxes its arguments, walks the schema and
-// redispatches; here, when nothing can make the boxed path behave differently (no
-// profiler or sanitizer watching, no graph capture underway, plain strided tensors on one
-// npu device, or a cpu 0-dim value), the CPU kernel is called directly on the CPU aliases.
-// It is the kernel the fallback's redispatch reaches, so results are the same; every
-// other call, and every call while an observer or a capture is active, takes the fallback.
-
-// The device the fast path runs `self (op) other` on, or -1 when the fallback must run it.
-c10::DeviceIndex fast_binary_device(const c10::OperatorHandle& op, const at::Tensor& self, const at::Tensor& other) {
-  if (!fast_paths_allowed() || !is_plain_npu(self)) return -1;
-  const c10::DeviceIndex device = self.device().index();
-  if (is_plain_npu(other)) {
-    if (other.device().index() != device) return -1;
-  } else if (other.defined() && other.device().type() == c10::kCPU && other.layout() == at::kStrided &&
-             other.dim() == 0 && other.scalar_type() != at::kComplexHalf) {
-    check_foreign_argument(op, 1, other, device);  // the fallback's rule for a cpu value
-  } else {
-    return -1;
-  }
-  // Last: a capture may start on another thread at any time, but only work queued on a
-  // capturing stream is recorded, and that is this thread's current stream.
-  if (active_capture() != nullptr) return -1;
-  return device;
-}
-
-// The CPU alias of `t` if it is an npu tensor; a cpu value as it is.
-at::Tensor cpu_side(const at::Tensor& t, CpuAliasSet& aliases) {
-  return t.device().type() == kNpu ? aliases.alias(t) : t;
-}
-
-// `self (op) other` as a new npu tensor, `cpu_kernel` being the CPU kernel of `op`.
-template <typename CpuKernel>
-at::Tensor fast_binary(const c10::OperatorHandle& op, FastPathCounter& counter, const at::Tensor& self,
-                       const at::Tensor& other, CpuKernel cpu_kernel) {
-  const c10::DeviceIndex device = fast_binary_device(op, self, other);
-  if (device < 0) return {};
-  counter.hit();
-  // The output is fresh memory, and the CPU kernel checks overlap only between outputs
-  // and inputs: the inputs need no shared CPU storage, so no CpuAliasSet.
-  at::Tensor cpu_self = cpu_alias(self);
-  at::Tensor cpu_other = other.device().type() != kNpu ? other
-                         : other.unsafeGetTensorImpl() == self.unsafeGetTensorImpl() ? cpu_self
-                                                                                       : cpu_alias(other);
-  CurrentDeviceScope device_scope(device);
-  CpuAllocationRedirect redirect(device);
-  return adopt_cpu_result(cpu_kernel(cpu_self, cpu_other), device);
-}
-
-// `self (op)= other` on the npu memory of `self`; false when the fallback must run it.
-// One CpuAliasSet gives views of one storage one CPU storage, so the CPU kernel's overlap
-// checks see what they see on cpu.
-template <typename CpuKernel>
-bool fast_binary_(const c10::OperatorHandle& op, FastPathCounter& counter, const at::Tensor& self,
-                  const at::Tensor& other, CpuKernel cpu_kernel) {
-  const c10::DeviceIndex device = fast_binary_device(op, self, other);
-  if (device < 0) return false;
-  counter.hit();
-  CpuAliasSet aliases;
-  at::Tensor cpu_self = aliases.alias(self);
-  at::Tensor cpu_other = cpu_side(other, aliases);
-  CurrentDeviceScope device_scope(device);
-  CpuAllocationRedirect redirect(device);
-  cpu_kernel(cpu_self, cpu_other);  // an in-place kernel never resizes self: a mismatch raises
-  return true;
-}
-
-#define NPU_FAST_BINARY_WITH_ALPHA(NAME)                                                                  \
-  at::Tensor npu_##NAME(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {      \
-    static const c10::OperatorHandle& op = aten_op("aten::" #NAME, "Tensor");                             \
-    static FastPathCounter counter("aten::" #NAME ".Tensor");                                             \
-    at::Tensor out = fast_binary(op, counter, self, other, [&](const at::Tensor& a, const at::Tensor& b) {         \
-      return at::cpu::NAME(a, b, alpha);                                                                  \
-    });                                                                                                   \
-    return out.defined() ? out : run_fallback(op, self, other, alpha).toTensor();                         \
-  }                                                                                                       \
-  at::Tensor& npu_##NAME##_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {        \
-    static const c10::OperatorHandle& op = aten_op("aten::" #NAME "_", "Tensor");                         \
-    static FastPathCounter counter("aten::" #NAME "_.Tensor");                                            \
-    if (!fast_binary_(op, counter, self, other,                                                           \
-                      [&](at::Tensor& a, const at::Tensor& b) { at::cpu::NAME##_(a, b, alpha); })) {      \
-      run_fallback(op, self, other, alpha);                                                               \
-    }                                                                                                     \
-    return self;                                                                                          \
-  }
-
-#define NPU_FAST_BINARY(NAME)                                                                             \
-  at::Tensor npu_##NAME(const at::Tensor& self, const at::Tensor& other) {                                \
-    static const c10::OperatorHandle& op = aten_op("aten::" #NAME, "Tensor");                             \
-    static FastPathCounter counter("aten::" #NAME ".Tensor");                                             \
-    at::Tensor out = fast_binary(op, counter, self, other,                                                \
-                                 [](const at::Tensor& a, const at::Tensor& b) { return at::cpu::NAME(a, b); }); \
-    return out.defined() ? out : run_fallback(op, self, other).toTensor();                                \
-  }                                                                                                       \
-  at::Tensor& npu_##NAME##_(at::Tensor& self, const at::Tensor& other) {                                  \
-    static const c10::OperatorHandle& op = aten_op("aten::" #NAME "_", "Tensor");                         \
-    static FastPathCounter counter("aten::" #NAME "_.Tensor");                                            \
-    if (!fast_binary_(op, counter, self, other, [](at::Tensor& a, const at::Tensor& b) { at::cpu::NAME##_(a, b); })) { \
-      run_fallback(op, self, other);                                                                      \
-    }                                                                                                     \
-    return self;                                                                                          \
-  }
-
-NPU_FAST_BINARY_WITH_ALPHA(add)
-NPU_FAST_BINARY_WITH_ALPHA(sub)
-NPU_FAST_BINARY(mul)
-NPU_FAST_BINARY(div)
-
-#undef NPU_FAST_BINARY_WITH_ALPHA
-#undef NPU_FAST_BINARY
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
@@ -658,14 +541,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
   m.impl("unfold", TORCH_FN(at::native::unfold));
-  m.impl("add.Tensor", TORCH_FN(npu_add));
-  m.impl("add_.Tensor", TORCH_FN(npu_add_));
-  m.impl("sub.Tensor", TORCH_FN(npu_sub));
-  m.impl("sub_.Tensor", TORCH_FN(npu_sub_));
-  m.impl("mul.Tensor", TORCH_FN(npu_mul));
-  m.impl("mul_.Tensor", TORCH_FN(npu_mul_));
-  m.impl("div.Tensor", TORCH_FN(npu_div));
-  m.impl("div_.Tensor", TORCH_FN(npu_div_));
   // The generic composites of these losses resize a 0-dim output (a deprecation warning
   // on every call); the CPU kernels, reached through the fallback, do not.
   m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&npu_fallback>());
@@ -700,6 +575,8 @@ void route_composites_with_cpu_kernels_to_fallback(torch::Library& m, c10::Dispa
 // than the reduced-precision tolerance), while npu promises the CPU kernel's results.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   register_matmul_attention_fast_paths(m);
+  register_model_op_fast_paths(m);
+  register_elementwise_fast_paths(m);
   route_composites_with_cpu_kernels_to_fallback(m, c10::DispatchKey::CPU, c10::DispatchKey::PrivateUse1);
 }
 

@@ -1,0 +1,163 @@
+"""Layer norm, softmax/log-softmax, gelu, index_select, embedding's backward, sum/mean over
+dims and the backward kernels transformer training runs have unboxed npu kernels that call
+the CPU kernel on CPU aliases when nothing observes or captures, and hand every other call
+to the operator fallback (docs/runtime.md, "Fast paths").
+
+Each case runs forward and backward on npu and on cpu from the same values and compares
+every result and gradient bit for bit, strides included; ``torch_npu._C._fast_path_counts()``
+shows the fast path served the npu calls, and stood aside while the profiler watched.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_npu  # noqa: F401  (registers the npu device)
+
+
+def _counts():
+    return dict(torch_npu._C._fast_path_counts())
+
+
+def _rand(*shape, dtype=torch.float32, seed=0):
+    gen = torch.Generator().manual_seed(seed + 7 * len(shape) + sum(shape))
+    return torch.randn(shape, generator=gen).to(dtype)
+
+
+def _assert_bits(npu_result, cpu_result):
+    assert npu_result.device.type == "npu"
+    assert npu_result.dtype == cpu_result.dtype and npu_result.shape == cpu_result.shape
+    assert npu_result.stride() == cpu_result.stride()
+    torch.testing.assert_close(npu_result.cpu(), cpu_result, rtol=0, atol=0, equal_nan=True)
+
+
+def _layer_norm(dtype):
+    x, w, b = _rand(2, 5, 8, dtype=dtype), _rand(8, dtype=dtype, seed=1), _rand(8, dtype=dtype, seed=2)
+    return (x, w, b), lambda x, w, b: F.layer_norm(x, (8,), w, b, eps=1e-5)
+
+
+def _layer_norm_no_affine(dtype):
+    return (_rand(3, 4, 6, dtype=dtype).transpose(0, 1),), lambda x: F.layer_norm(x, (3, 6))
+
+
+def _softmax(dtype):
+    return (_rand(3, 7, dtype=dtype),), lambda x: torch.softmax(x, dim=-1)
+
+
+def _log_softmax(dtype):
+    return (_rand(4, 3, 5, dtype=dtype).transpose(1, 2),), lambda x: torch.log_softmax(x, dim=1)
+
+
+def _gelu(dtype):
+    return (_rand(4, 9, dtype=dtype),), lambda x: F.gelu(x)
+
+
+def _gelu_tanh(dtype):
+    return (_rand(4, 9, dtype=dtype),), lambda x: F.gelu(x, approximate="tanh")
+
+
+def _tanh_silu(dtype):
+    return (_rand(6, 5, dtype=dtype),), lambda x: torch.tanh(x) * F.silu(x)
+
+
+def _embedding(dtype):
+    weight = _rand(10, 4, dtype=dtype)
+    ids = torch.tensor([[1, 3, 3], [0, 9, 1]])
+    return (weight, ids), lambda w, i: F.embedding(i, w) * 2
+
+
+def _embedding_padding(dtype):
+    weight = _rand(10, 4, dtype=dtype)
+    ids = torch.tensor([2, 2, 5, 0])
+    return (weight, ids), lambda w, i: F.embedding(i, w, padding_idx=2, scale_grad_by_freq=True)
+
+
+def _index_select(dtype):
+    return (_rand(5, 3, dtype=dtype), torch.tensor([4, 0, 0, 2])), lambda x, i: torch.index_select(x, 0, i)
+
+
+def _sum_mean(dtype):
+    return (_rand(3, 4, 5, dtype=dtype),), lambda x: x.sum(dim=(0, 2), keepdim=True) + x.mean(dim=1).sum(1)
+
+
+def _sdpa(dtype):
+    q, k, v = (_rand(1, 2, 6, 8, dtype=dtype, seed=s) for s in range(3))
+    return (q, k, v), lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+CASES = {
+    # name: (inputs and function, fast paths the npu forward and backward must take)
+    "layer_norm": (_layer_norm, ["aten::native_layer_norm", "aten::native_layer_norm_backward"]),
+    "layer_norm_no_affine": (_layer_norm_no_affine, ["aten::native_layer_norm", "aten::native_layer_norm_backward"]),
+    "softmax": (_softmax, ["aten::_softmax", "aten::_softmax_backward_data"]),
+    "log_softmax": (_log_softmax, ["aten::_log_softmax", "aten::_log_softmax_backward_data"]),
+    "gelu": (_gelu, ["aten::gelu", "aten::gelu_backward"]),
+    "gelu_tanh": (_gelu_tanh, ["aten::gelu", "aten::gelu_backward"]),
+    "tanh_silu": (_tanh_silu, ["aten::tanh_backward", "aten::silu_backward"]),
+    "embedding": (_embedding, ["aten::index_select", "aten::embedding_dense_backward"]),
+    "embedding_padding": (_embedding_padding, ["aten::embedding_dense_backward"]),
+    "index_select": (_index_select, ["aten::index_select"]),
+    "sum_mean": (_sum_mean, ["aten::sum.dim_IntList", "aten::mean.dim"]),
+    "sdpa": (_sdpa, ["aten::_scaled_dot_product_flash_attention_for_cpu_backward"]),
+}
+
+
+def _run(case, dtype, device):
+    make, _ = CASES[case]
+    inputs, fn = make(dtype)
+    leaves = [t.to(device).requires_grad_(t.is_floating_point()) if t.is_floating_point() else t.to(device)
+              for t in inputs]
+    out = fn(*leaves)
+    grad = _rand(*out.shape, dtype=out.dtype, seed=11).to(device)
+    out.backward(grad)
+    return out, [t.grad for t in leaves if t.is_floating_point()]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_forward_and_gradients_equal_cpu_bits_through_the_fast_paths(case, dtype):
+    before = _counts()
+    npu_out, npu_grads = _run(case, dtype, "npu")
+    after = _counts()
+    cpu_out, cpu_grads = _run(case, dtype, "cpu")
+    _assert_bits(npu_out, cpu_out)
+    assert len(npu_grads) == len(cpu_grads)
+    for npu_grad, cpu_grad in zip(npu_grads, cpu_grads):
+        _assert_bits(npu_grad, cpu_grad)
+    for name in CASES[case][1]:
+        assert after.get(name, 0) > before.get(name, 0), f"{name} did not take its fast path"
+
+
+def test_the_npu_profiler_sends_the_calls_to_the_fallback_with_the_same_bits():
+    x = _rand(3, 8).npu()
+    plain = F.layer_norm(x, (8,))
+    before = _counts()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                            torch.profiler.ProfilerActivity.PrivateUse1]) as prof:
+        watched = F.layer_norm(x, (8,))
+        torch.npu.synchronize()
+    assert _counts().get("aten::native_layer_norm", 0) == before.get("aten::native_layer_norm", 0)
+    device_rows = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+    assert any("native_layer_norm" in n for n in device_rows), device_rows
+    _assert_bits(watched, plain.cpu())
+    # once the profiler is gone the fast path serves again
+    F.layer_norm(x, (8,))
+    assert _counts()["aten::native_layer_norm"] == before.get("aten::native_layer_norm", 0) + 1
+
+
+def test_a_complex32_sum_dtype_goes_to_the_fallback_which_widens_it():
+    x = torch.randn(3, 4, dtype=torch.complex64)
+    before = _counts()
+    npu_sum = x.npu().sum(dim=1, dtype=torch.complex32)
+    assert _counts().get("aten::sum.dim_IntList", 0) == before.get("aten::sum.dim_IntList", 0)
+    assert npu_sum.dtype == torch.complex32
+    # as on CUDA: the input cast to complex32, summed in complex64, rounded back
+    expected = x.to(torch.complex32).to(torch.complex64).sum(dim=1).to(torch.complex32)
+    assert torch.equal(npu_sum.cpu().view(torch.float16), expected.view(torch.float16))
+
+
+def test_a_cpu_index_is_refused_by_the_fallback_as_cuda_refuses_it():
+    x = torch.randn(5, 3).npu()
+    before = _counts()
+    with pytest.raises(RuntimeError, match="index is on cpu, different from other tensors on npu:0"):
+        torch.index_select(x, 0, torch.tensor([1, 2]))
+    assert _counts().get("aten::index_select", 0) == before.get("aten::index_select", 0)

@@ -1,0 +1,205 @@
+// Unboxed npu kernels (fast_path.h) for the operators eager transformer models run most
+// after the matrix products: layer norm, softmax and log-softmax, gelu, embedding lookup,
+// the reductions of their gradients, and the backward kernels of these and of the CPU
+// flash attention. Through the boxed fallback each costs ~+0.7–1.7 µs a call over cpu;
+// here the same CPU kernel runs on the same CPU aliases, so results are the same, and
+// every call the fast path does not admit (an observer watching, a capture underway,
+// mixed devices, a dtype the fallback widens) still takes the fallback.
+#include "torch_npu/csrc/aten/fast_path.h"
+
+#include <ATen/ops/_log_softmax_backward_data_cpu_dispatch.h>
+#include <ATen/ops/_log_softmax_cpu_dispatch.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward_cpu_dispatch.h>
+#include <ATen/ops/_softmax_backward_data_cpu_dispatch.h>
+#include <ATen/ops/_softmax_cpu_dispatch.h>
+#include <ATen/ops/embedding_dense_backward_cpu_dispatch.h>
+#include <ATen/ops/gelu_backward_cpu_dispatch.h>
+#include <ATen/ops/gelu_cpu_dispatch.h>
+#include <ATen/ops/index_select_cpu_dispatch.h>
+#include <ATen/ops/mean_cpu_dispatch.h>
+#include <ATen/ops/native_layer_norm_backward_cpu_dispatch.h>
+#include <ATen/ops/native_layer_norm_cpu_dispatch.h>
+#include <ATen/ops/silu_backward_cpu_dispatch.h>
+#include <ATen/ops/sum_cpu_dispatch.h>
+#include <ATen/ops/tanh_backward_cpu_dispatch.h>
+#include <torch/library.h>
+
+#include <array>
+#include <tuple>
+
+namespace torch_npu {
+namespace {
+
+struct FastOperator {
+  FastOperator(const char* name, const char* overload)
+      : op(aten_op(name, overload)), counter(std::string(name) + (*overload ? "." : "") + overload) {}
+  const c10::OperatorHandle& op;
+  FastPathCounter counter;
+};
+
+using Tensor3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
+
+// The fallback's three results of `op` run on `args` (in schema order).
+template <typename... Args>
+Tensor3 fallback3(const c10::OperatorHandle& op, Args&&... args) {
+  torch::jit::Stack stack;
+  stack.reserve(sizeof...(Args));
+  (stack.emplace_back(std::forward<Args>(args)), ...);
+  npu_fallback(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), &stack);
+  return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
+}
+
+Tensor3 npu_of(FastCall& call, const Tensor3& cpu) {
+  return {call.npu(std::get<0>(cpu)), call.npu(std::get<1>(cpu)), call.npu(std::get<2>(cpu))};
+}
+
+Tensor3 npu_native_layer_norm(const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
+                              const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+                              double eps) {
+  static FastOperator f("aten::native_layer_norm", "");
+  FastCall call;
+  if (!call.admit(input, weight, bias)) return fallback3(f.op, input, normalized_shape, weight, bias, eps);
+  f.counter.hit();
+  return npu_of(call, at::cpu::native_layer_norm_symint(call.cpu(input), normalized_shape, call.cpu(weight),
+                                                        call.cpu(bias), eps));
+}
+
+Tensor3 npu_native_layer_norm_backward(const at::Tensor& grad_out, const at::Tensor& input,
+                                       c10::SymIntArrayRef normalized_shape, const at::Tensor& mean,
+                                       const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
+                                       const std::optional<at::Tensor>& bias, std::array<bool, 3> output_mask) {
+  static FastOperator f("aten::native_layer_norm_backward", "");
+  FastCall call;
+  if (!call.admit(grad_out, input, mean, rstd, weight, bias)) {
+    return fallback3(f.op, grad_out, input, normalized_shape, mean, rstd, weight, bias,
+                     c10::List<bool>({output_mask[0], output_mask[1], output_mask[2]}));
+  }
+  f.counter.hit();
+  return npu_of(call, at::cpu::native_layer_norm_backward_symint(call.cpu(grad_out), call.cpu(input),
+                                                                 normalized_shape, call.cpu(mean), call.cpu(rstd),
+                                                                 call.cpu(weight), call.cpu(bias), output_mask));
+}
+
+Tensor3 npu_flash_attention_for_cpu_backward(const at::Tensor& grad_out, const at::Tensor& query,
+                                             const at::Tensor& key, const at::Tensor& value, const at::Tensor& out,
+                                             const at::Tensor& logsumexp, double dropout_p, bool is_causal,
+                                             const std::optional<at::Tensor>& attn_mask,
+                                             std::optional<double> scale) {
+  static FastOperator f("aten::_scaled_dot_product_flash_attention_for_cpu_backward", "");
+  FastCall call;
+  if (!call.admit(grad_out, query, key, value, out, logsumexp, attn_mask)) {
+    return fallback3(f.op, grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, attn_mask, scale);
+  }
+  f.counter.hit();
+  return npu_of(call, at::cpu::_scaled_dot_product_flash_attention_for_cpu_backward(
+                          call.cpu(grad_out), call.cpu(query), call.cpu(key), call.cpu(value), call.cpu(out),
+                          call.cpu(logsumexp), dropout_p, is_causal, call.cpu(attn_mask), scale));
+}
+
+at::Tensor npu_softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
+  static FastOperator f("aten::_softmax", "");
+  return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::_softmax(a...); }, self, dim,
+                         half_to_float);
+}
+
+at::Tensor npu_log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
+  static FastOperator f("aten::_log_softmax", "");
+  return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::_log_softmax(a...); }, self, dim,
+                         half_to_float);
+}
+
+at::Tensor npu_softmax_backward_data(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                     at::ScalarType input_dtype) {
+  static FastOperator f("aten::_softmax_backward_data", "");
+  return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::_softmax_backward_data(a...); },
+                         grad_output, output, dim, input_dtype);
+}
+
+at::Tensor npu_log_softmax_backward_data(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                         at::ScalarType input_dtype) {
+  static FastOperator f("aten::_log_softmax_backward_data", "");
+  return fast_functional(f.op, f.counter,
+                         [](const auto&... a) { return at::cpu::_log_softmax_backward_data(a...); }, grad_output,
+                         output, dim, input_dtype);
+}
+
+at::Tensor npu_gelu(const at::Tensor& self, c10::string_view approximate) {
+  static FastOperator f("aten::gelu", "");
+  return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::gelu(a...); }, self, approximate);
+}
+
+at::Tensor npu_gelu_backward(const at::Tensor& grad_output, const at::Tensor& self, c10::string_view approximate) {
+  static FastOperator f("aten::gelu_backward", "");
+  return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::gelu_backward(a...); },
+                         grad_output, self, approximate);
+}
+
+at::Tensor npu_tanh_backward(const at::Tensor& grad_output, const at::Tensor& output) {
+  static FastOperator f("aten::tanh_backward", "");
+  return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::tanh_backward(a...); },
+                         grad_output, output);
+}
+
+at::Tensor npu_silu_backward(const at::Tensor& grad_output, const at::Tensor& self) {
+  static FastOperator f("aten::silu_backward", "");
+  return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::silu_backward(a...); },
+                         grad_output, self);
+}
+
+at::Tensor npu_index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  static FastOperator f("aten::index_select", "");
+  return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::index_select(a...); }, self, dim,
+                         index);
+}
+
+at::Tensor npu_embedding_dense_backward(const at::Tensor& grad_output, const at::Tensor& indices,
+                                        c10::SymInt num_weights, c10::SymInt padding_idx, bool scale_grad_by_freq) {
+  static FastOperator f("aten::embedding_dense_backward", "");
+  return fast_functional(f.op, f.counter,
+                         [](const auto&... a) { return at::cpu::embedding_dense_backward_symint(a...); },
+                         grad_output, indices, num_weights, padding_idx, scale_grad_by_freq);
+}
+
+// sum and mean take a result dtype: complex32 is one the fallback widens (cpu has no
+// complex32 sum), so such a call goes to the fallback.
+bool widened_result_dtype(std::optional<at::ScalarType> dtype) {
+  return dtype.has_value() && *dtype == at::kComplexHalf;
+}
+
+at::Tensor npu_sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                       std::optional<at::ScalarType> dtype) {
+  static FastOperator f("aten::sum", "dim_IntList");
+  if (widened_result_dtype(dtype)) return run_fallback(f.op, self, dim, keepdim, dtype).toTensor();
+  return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::sum(a...); }, self, dim, keepdim,
+                         dtype);
+}
+
+at::Tensor npu_mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                        std::optional<at::ScalarType> dtype) {
+  static FastOperator f("aten::mean", "dim");
+  if (widened_result_dtype(dtype)) return run_fallback(f.op, self, dim, keepdim, dtype).toTensor();
+  return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::mean(a...); }, self, dim, keepdim,
+                         dtype);
+}
+
+}  // namespace
+
+void register_model_op_fast_paths(torch::Library& m) {
+  m.impl("native_layer_norm", TORCH_FN(npu_native_layer_norm));
+  m.impl("native_layer_norm_backward", TORCH_FN(npu_native_layer_norm_backward));
+  m.impl("_scaled_dot_product_flash_attention_for_cpu_backward", TORCH_FN(npu_flash_attention_for_cpu_backward));
+  m.impl("_softmax", TORCH_FN(npu_softmax));
+  m.impl("_log_softmax", TORCH_FN(npu_log_softmax));
+  m.impl("_softmax_backward_data", TORCH_FN(npu_softmax_backward_data));
+  m.impl("_log_softmax_backward_data", TORCH_FN(npu_log_softmax_backward_data));
+  m.impl("gelu", TORCH_FN(npu_gelu));
+  m.impl("gelu_backward", TORCH_FN(npu_gelu_backward));
+  m.impl("tanh_backward", TORCH_FN(npu_tanh_backward));
+  m.impl("silu_backward", TORCH_FN(npu_silu_backward));
+  m.impl("index_select", TORCH_FN(npu_index_select));
+  m.impl("embedding_dense_backward", TORCH_FN(npu_embedding_dense_backward));
+  m.impl("sum.dim_IntList", TORCH_FN(npu_sum_dim));
+  m.impl("mean.dim", TORCH_FN(npu_mean_dim));
+}
+
+}  // namespace torch_npu
