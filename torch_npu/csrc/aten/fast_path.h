@@ -64,6 +64,15 @@ bool fast_paths_allowed();
 // The handle of an aten operator, looked up once (handles live as long as the dispatcher).
 const c10::OperatorHandle& aten_op(const char* name, const char* overload);
 
+// An unboxed kernel's operator handle and call counter ("aten::name.overload"), made once
+// per kernel (a function-local static).
+struct FastOperator {
+  FastOperator(const char* name, const char* overload)
+      : op(aten_op(name, overload)), counter(std::string(name) + (*overload ? "." : "") + overload) {}
+  const c10::OperatorHandle& op;
+  FastPathCounter counter;
+};
+
 // Runs `op` through the operator fallback with `args` in schema order; its last output.
 template <typename... Args>
 c10::IValue run_fallback(const c10::OperatorHandle& op, Args&&... args) {

@@ -17,14 +17,6 @@
 namespace torch_npu {
 namespace {
 
-// The operator's handle and call counter, made once per kernel.
-struct FastOperator {
-  FastOperator(const char* name, const char* overload)
-      : op(aten_op(name, overload)), counter(std::string(name) + (*overload ? "." : "") + overload) {}
-  const c10::OperatorHandle& op;
-  FastPathCounter counter;
-};
-
 at::Tensor npu_mm(const at::Tensor& self, const at::Tensor& mat2) {
   static FastOperator f("aten::mm", "");
   return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::mm(a...); }, self, mat2);

@@ -30,13 +30,6 @@
 namespace torch_npu {
 namespace {
 
-struct FastOperator {
-  FastOperator(const char* name, const char* overload)
-      : op(aten_op(name, overload)), counter(std::string(name) + (*overload ? "." : "") + overload) {}
-  const c10::OperatorHandle& op;
-  FastPathCounter counter;
-};
-
 using Tensor3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 
 // The fallback's three results of `op` run on `args` (in schema order).
