@@ -182,8 +182,12 @@ ROWS: tuple[Row, ...] = (
          "torch._inductor.codegen.wrapper.PythonWrapperCodegen", "torch._inductor.codegen.wrapper.SubgraphPythonWrapperCodegen",
          "torch._inductor.codegen.wrapper.WrapperLine", "torch._inductor.codegen.wrapper_fxir.WrapperFxCodegen",
          "torch._inductor.virtualized.V"),
-        "npu's default Inductor backend subclasses the cpu scheduling and wrapper codegen classes (host memory runs cpu code).",
-        "Importing torch_npu.compiler.inductor fails."),
+        "npu's default Inductor backend subclasses the cpu scheduling and wrapper codegen classes (host memory runs cpu code); "
+        "its wrapper overrides PythonWrapperCodegen's private _generate_kernel_call_helper and "
+        "_generate_extern_kernel_alloc_helper (kernels launch through torch.npu._launch_host_kernel; cpu-layout "
+        "convolutions call their fastcall entry point).",
+        "Importing torch_npu.compiler.inductor fails; if those helpers are renamed, the overrides are never called "
+        "(kernels launch directly, convolutions go through torch.ops) and the wrapper tests fail."),
     Row(("torch._inductor.codegen.cpp.OuterLoopFusedSchedulerNode", "torch._inductor.codegen.wrapper.pexpr",
          "torch._inductor.codegen.common.KernelArgs", "torch._inductor.scheduler.SchedulerNode",
          "torch._inductor.sizevars.SimplifyIndexing", "torch._inductor.utils.sympy_index_symbol",

@@ -320,13 +320,20 @@ PyObject* convolution_host_layout_fastcall(PyObject* /*self*/, PyObject* const* 
                     "padding, dilation and output_padding lists of ints, transposed a bool, groups an int");
     return nullptr;
   }
+  if (C10_UNLIKELY(in_bad_fork())) check_not_in_bad_fork();
+  // Everything read from Python objects is read before the GIL is released (an int-like
+  // `groups` may run Python code when converted).
+  const at::Tensor& input = THPVariable_Unpack(args[0]);
+  const at::Tensor& weight = THPVariable_Unpack(args[1]);
   std::optional<at::Tensor> bias;
   if (args[2] != Py_None) bias = THPVariable_Unpack(args[2]);
+  const bool transposed = args[6] == Py_True;
+  const int64_t groups = THPUtils_unpackLong(args[8]);
   at::Tensor out;
   {
     pybind11::gil_scoped_release no_gil;
-    out = npu_convolution_host_layout(THPVariable_Unpack(args[0]), THPVariable_Unpack(args[1]), bias, stride, padding,
-                                      dilation, args[6] == Py_True, output_padding, THPUtils_unpackLong(args[8]));
+    out = npu_convolution_host_layout(input, weight, bias, stride, padding, dilation, transposed, output_padding,
+                                      groups);
   }
   return THPVariable_Wrap(std::move(out));
   END_HANDLE_TH_ERRORS

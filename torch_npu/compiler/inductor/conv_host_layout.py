@@ -70,8 +70,9 @@ def _cpu_gets_layout_optimization() -> bool:
 
 
 def _stride_order(strides: tuple[int, ...]) -> list[int]:
-    """Each dimension's rank by stride, smallest first (Inductor's ``get_stride_order``)."""
-    ranked = sorted(range(len(strides)), key=lambda i: strides[i])
+    """Each dimension's rank by stride, smallest first, an inner dimension before an outer one
+    of equal stride (as Inductor's ``get_stride_order`` ranks them)."""
+    ranked = list(reversed(sorted(range(len(strides)), key=lambda i: strides[i], reverse=True)))
     order = [0] * len(strides)
     for rank, dim in enumerate(ranked):
         order[dim] = rank
@@ -143,8 +144,8 @@ def _rewrite(gm: torch.fx.GraphModule, node: torch.fx.Node, op: Any, channels_la
 
 
 def _keep_output_strides(graph: torch.fx.Graph, new: torch.fx.Node, eager_val: torch.Tensor) -> None:
-    """A graph output keeps the strides eager npu gives it: the output use reads a copy in
-    the old strides when cpu's differ."""
+    """A graph output keeps the stride order eager npu gives it (its strides, but for those
+    of size-1 dimensions): the output use reads a copy in that order when cpu's differs."""
     from torch._inductor import inductor_prims
 
     if tuple(new.meta["val"].stride()) == tuple(eager_val.stride()):

@@ -233,16 +233,18 @@ at::Tensor npu_convolution_host_layout(const at::Tensor& input, const at::Tensor
                                        at::IntArrayRef output_padding, int64_t groups) {
   std::vector<int64_t> s(stride.vec()), p(padding.vec()), d(dilation.vec()), op(output_padding.vec());
   at::Tensor b = bias.has_value() ? *bias : at::Tensor();
-  // Run, the CPU kernel's output is the result as it is. Captured, the output is allocated
-  // from a meta convolution, which answers for the meta device: it gets the format asked of
-  // the CPU backend rule instead (a no-op on the replayed CPU kernel's output).
-  std::optional<at::MemoryFormat> fmt;
-  if (is_recording()) fmt = cpu_kernel_memory_format(input, weight, b, s, p, d, transposed, op, groups);
+  // The output must have the layout compiled code was planned with (the op is tagged
+  // needs_exact_strides; its fake kernel asks the CPU backend rule). The CPU kernel writes
+  // that layout, so the conversion is a no-op; it is applied anyway so that a kernel and a
+  // rule that ever disagreed could not make compiled code read the buffer with wrong
+  // strides. Captured, the output is allocated from a meta convolution, which answers for
+  // the meta device: the conversion gives it the same layout.
+  const at::MemoryFormat fmt = cpu_kernel_memory_format(input, weight, b, s, p, d, transposed, op, groups);
   return run_on_device("npu::_convolution_host_layout", {input, weight, b}, {"input", "weight", "bias"},
                        [=](const std::vector<at::Tensor>& t) {
     std::optional<at::Tensor> bb = t[2].defined() ? std::optional<at::Tensor>(t[2]) : std::nullopt;
-    at::Tensor out = at::convolution(t[0], t[1], bb, s, p, d, transposed, op, groups);
-    return std::vector<at::Tensor>{fmt ? in_memory_format(out, *fmt) : out};
+    return std::vector<at::Tensor>{in_memory_format(at::convolution(t[0], t[1], bb, s, p, d, transposed, op, groups),
+                                                    fmt)};
   })[0];
 }
 
