@@ -47,6 +47,26 @@ def _log_softmax(dtype):
     return (_rand(4, 3, 5, dtype=dtype).transpose(1, 2),), lambda x: torch.log_softmax(x, dim=1)
 
 
+def _layer_norm_one_row(dtype):
+    x, w, b = _rand(1, 64, dtype=dtype), _rand(64, dtype=dtype, seed=1), _rand(64, dtype=dtype, seed=2)
+    return (x, w, b), lambda x, w, b: F.layer_norm(x, (64,), w, b)
+
+
+def _layer_norm_float_params(dtype):
+    # a reduced-precision input with float32 weight and bias: the CPU kernel's mixed-type path
+    params = torch.float32 if dtype in (torch.bfloat16, torch.float16) else dtype
+    x, w, b = _rand(4, 3, 16, dtype=dtype), _rand(3, 16, dtype=params, seed=1), _rand(3, 16, dtype=params, seed=2)
+    return (x, w, b), lambda x, w, b: F.layer_norm(x, (3, 16), w, b)
+
+
+def _softmax_inner_dim(dtype):
+    return (_rand(3, 9, 4, dtype=dtype)[:, ::2],), lambda x: torch.softmax(x, dim=1) * torch.log_softmax(x, dim=0)
+
+
+def _softmax_0dim(dtype):
+    return (_rand(dtype=dtype),), lambda x: torch.softmax(x, dim=0) + torch.log_softmax(x, dim=-1)
+
+
 def _gelu(dtype):
     return (_rand(4, 9, dtype=dtype),), lambda x: F.gelu(x)
 
@@ -88,7 +108,13 @@ CASES = {
     # name: (inputs and function, fast paths the npu forward and backward must take)
     "layer_norm": (_layer_norm, ["aten::native_layer_norm", "aten::native_layer_norm_backward"]),
     "layer_norm_no_affine": (_layer_norm_no_affine, ["aten::native_layer_norm", "aten::native_layer_norm_backward"]),
+    "layer_norm_one_row": (_layer_norm_one_row, ["aten::native_layer_norm", "aten::native_layer_norm_backward"]),
+    "layer_norm_float_params": (_layer_norm_float_params,
+                                ["aten::native_layer_norm", "aten::native_layer_norm_backward"]),
     "softmax": (_softmax, ["aten::_softmax", "aten::_softmax_backward_data"]),
+    "softmax_inner_dim": (_softmax_inner_dim, ["aten::_softmax", "aten::_softmax_backward_data",
+                                               "aten::_log_softmax", "aten::_log_softmax_backward_data"]),
+    "softmax_0dim": (_softmax_0dim, ["aten::_softmax", "aten::_log_softmax"]),
     "log_softmax": (_log_softmax, ["aten::_log_softmax", "aten::_log_softmax_backward_data"]),
     "gelu": (_gelu, ["aten::gelu", "aten::gelu_backward"]),
     "gelu_tanh": (_gelu_tanh, ["aten::gelu", "aten::gelu_backward"]),
@@ -112,7 +138,7 @@ def _run(case, dtype, device):
     return out, [t.grad for t in leaves if t.is_floating_point()]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_forward_and_gradients_equal_cpu_bits_through_the_fast_paths(case, dtype):
     before = _counts()
@@ -125,6 +151,52 @@ def test_forward_and_gradients_equal_cpu_bits_through_the_fast_paths(case, dtype
         _assert_bits(npu_grad, cpu_grad)
     for name in CASES[case][1]:
         assert after.get(name, 0) > before.get(name, 0), f"{name} did not take its fast path"
+
+
+def _cpu_and_npu_errors(fn, *args):
+    with pytest.raises(Exception) as cpu_error:
+        fn(*args)
+    with pytest.raises(Exception) as npu_error:
+        fn(*(a.npu() if isinstance(a, torch.Tensor) else a for a in args))
+    assert npu_error.type is cpu_error.type
+    return str(cpu_error.value), str(npu_error.value)
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: torch.ops.aten._softmax(x, 1, True),  # no half-to-float softmax on cpu
+    lambda x: torch.ops.aten._log_softmax(x, 1, True),
+    lambda x: torch.ops.aten._softmax(x, 2, False),
+    lambda x: F.layer_norm(x, (4,)),
+    lambda x: torch.ops.aten.native_layer_norm(x, (5,), x.new_ones(4), None, 1e-5),
+    lambda x: torch.ops.aten._softmax_backward_data(x, x[:, :2], 1, torch.float32),
+], ids=["softmax_half_to_float", "log_softmax_half_to_float", "softmax_dim", "layer_norm_shape",
+        "layer_norm_weight", "softmax_backward_sizes"])
+def test_errors_are_cpu_errors(call):
+    x = _rand(3, 5)
+    cpu_message, npu_message = _cpu_and_npu_errors(call, x)
+    assert npu_message == cpu_message
+
+
+def test_empty_inputs_equal_cpu():
+    for fn in (lambda x: torch.softmax(x, 1), lambda x: torch.log_softmax(x, 0), lambda x: F.layer_norm(x, (5,)),
+               lambda x: F.layer_norm(x, (0, 5))):
+        x = torch.empty(0, 5)
+        _assert_bits(fn(x.npu()), fn(x))
+
+
+def test_a_second_device_allocates_there(two_devices):
+    d0, d1 = two_devices
+    torch.npu.set_device(d0)
+    on_d0 = torch.npu.memory_allocated(d0)
+    for case in ("layer_norm", "softmax", "log_softmax"):
+        npu_out, npu_grads = _run(case, torch.float32, d1)
+        cpu_out, cpu_grads = _run(case, torch.float32, "cpu")
+        assert npu_out.device == d1 and all(g.device == d1 for g in npu_grads)
+        _assert_bits(npu_out, cpu_out)
+        for npu_grad, cpu_grad in zip(npu_grads, cpu_grads):
+            _assert_bits(npu_grad, cpu_grad)
+        assert torch.npu.memory_allocated(d0) == on_d0, case
+    assert torch.npu.current_device() == d0.index
 
 
 def test_the_npu_profiler_sends_the_calls_to_the_fallback_with_the_same_bits():

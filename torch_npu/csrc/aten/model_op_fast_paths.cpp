@@ -2,23 +2,29 @@
 // after the matrix products: layer norm, softmax and log-softmax, gelu, embedding lookup,
 // the reductions of their gradients, and the backward kernels of these and of the CPU
 // flash attention. Through the boxed fallback each costs ~+0.7–1.7 µs a call over cpu;
-// here the same CPU kernel runs on the same CPU aliases, so results are the same, and
-// every call the fast path does not admit (an observer watching, a capture underway,
-// mixed devices, a dtype the fallback widens) still takes the fallback.
-#include "torch_npu/csrc/aten/fast_path.h"
+// here the same CPU implementation runs, so results are the same, and every call the fast
+// path does not admit (an observer watching, a capture underway, mixed devices, a dtype the
+// fallback widens) still takes the fallback.
+//
+// Layer norm and the softmax family run their CPU implementations on the npu tensors
+// themselves (structured_on_npu.h): they call their kernels for kCPU through data
+// pointers and allocate from the input's options. The others run on CPU aliases: gelu's
+// picks oneDNN only for CPU tensors, index_select's, the reductions' and the remaining
+// backward kernels' choose among paths this file has not checked for device dependence.
+#include "torch_npu/csrc/aten/structured_on_npu.h"
 
-#include <ATen/ops/_log_softmax_backward_data_cpu_dispatch.h>
-#include <ATen/ops/_log_softmax_cpu_dispatch.h>
+#include <ATen/ops/_log_softmax_backward_data_native.h>
+#include <ATen/ops/_log_softmax_native.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward_cpu_dispatch.h>
-#include <ATen/ops/_softmax_backward_data_cpu_dispatch.h>
-#include <ATen/ops/_softmax_cpu_dispatch.h>
+#include <ATen/ops/_softmax_backward_data_native.h>
+#include <ATen/ops/_softmax_native.h>
 #include <ATen/ops/embedding_dense_backward_cpu_dispatch.h>
 #include <ATen/ops/gelu_backward_cpu_dispatch.h>
 #include <ATen/ops/gelu_cpu_dispatch.h>
 #include <ATen/ops/index_select_cpu_dispatch.h>
 #include <ATen/ops/mean_cpu_dispatch.h>
-#include <ATen/ops/native_layer_norm_backward_cpu_dispatch.h>
-#include <ATen/ops/native_layer_norm_cpu_dispatch.h>
+#include <ATen/ops/native_layer_norm_backward_native.h>
+#include <ATen/ops/native_layer_norm_native.h>
 #include <ATen/ops/silu_backward_cpu_dispatch.h>
 #include <ATen/ops/sum_cpu_dispatch.h>
 #include <ATen/ops/tanh_backward_cpu_dispatch.h>
@@ -50,11 +56,11 @@ Tensor3 npu_native_layer_norm(const at::Tensor& input, c10::SymIntArrayRef norma
                               const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
                               double eps) {
   static FastOperator f("aten::native_layer_norm", "");
-  FastCall call;
-  if (!call.admit(input, weight, bias)) return fallback3(f.op, input, normalized_shape, weight, bias, eps);
+  const c10::DeviceIndex device = direct_call_device(input, weight, bias);
+  if (device < 0) return fallback3(f.op, input, normalized_shape, weight, bias, eps);
   f.counter.hit();
-  return npu_of(call, at::cpu::native_layer_norm_symint(call.cpu(input), normalized_shape, call.cpu(weight),
-                                                        call.cpu(bias), eps));
+  CurrentDeviceScope scope(device);
+  return at::native::layer_norm_cpu(input, C10_AS_INTARRAYREF_SLOW(normalized_shape), weight, bias, eps);
 }
 
 Tensor3 npu_native_layer_norm_backward(const at::Tensor& grad_out, const at::Tensor& input,
@@ -62,15 +68,15 @@ Tensor3 npu_native_layer_norm_backward(const at::Tensor& grad_out, const at::Ten
                                        const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
                                        const std::optional<at::Tensor>& bias, std::array<bool, 3> output_mask) {
   static FastOperator f("aten::native_layer_norm_backward", "");
-  FastCall call;
-  if (!call.admit(grad_out, input, mean, rstd, weight, bias)) {
+  const c10::DeviceIndex device = direct_call_device(grad_out, input, mean, rstd, weight, bias);
+  if (device < 0) {
     return fallback3(f.op, grad_out, input, normalized_shape, mean, rstd, weight, bias,
                      c10::List<bool>({output_mask[0], output_mask[1], output_mask[2]}));
   }
   f.counter.hit();
-  return npu_of(call, at::cpu::native_layer_norm_backward_symint(call.cpu(grad_out), call.cpu(input),
-                                                                 normalized_shape, call.cpu(mean), call.cpu(rstd),
-                                                                 call.cpu(weight), call.cpu(bias), output_mask));
+  CurrentDeviceScope scope(device);
+  return at::native::layer_norm_backward_cpu(grad_out, input, C10_AS_INTARRAYREF_SLOW(normalized_shape), mean, rstd,
+                                             weight, bias, output_mask);
 }
 
 Tensor3 npu_flash_attention_for_cpu_backward(const at::Tensor& grad_out, const at::Tensor& query,
@@ -89,31 +95,42 @@ Tensor3 npu_flash_attention_for_cpu_backward(const at::Tensor& grad_out, const a
                           call.cpu(logsumexp), dropout_p, is_causal, call.cpu(attn_mask), scale));
 }
 
+// A softmax-family operator: its structured CPU kernel `Structured` on the npu tensors.
+template <typename Structured, typename... Args>
+at::Tensor softmax_on_npu(const c10::OperatorHandle& op, FastPathCounter& counter, const at::Tensor& first,
+                          const Args&... args) {
+  const c10::DeviceIndex device = direct_call_device(first, args...);
+  if (device < 0) return run_fallback(op, first, args...).toTensor();
+  counter.hit();
+  CurrentDeviceScope scope(device);
+  NpuStructuredFunctional<Structured> kernel;
+  kernel.meta(first, args...);
+  kernel.impl(first, args..., kernel.outputs[0]);
+  return std::move(kernel.outputs[0]);
+}
+
 at::Tensor npu_softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
   static FastOperator f("aten::_softmax", "");
-  return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::_softmax(a...); }, self, dim,
-                         half_to_float);
+  return softmax_on_npu<at::native::structured_softmax_cpu_out>(f.op, f.counter, self, dim, half_to_float);
 }
 
 at::Tensor npu_log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
   static FastOperator f("aten::_log_softmax", "");
-  return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::_log_softmax(a...); }, self, dim,
-                         half_to_float);
+  return softmax_on_npu<at::native::structured_log_softmax_cpu_out>(f.op, f.counter, self, dim, half_to_float);
 }
 
 at::Tensor npu_softmax_backward_data(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
                                      at::ScalarType input_dtype) {
   static FastOperator f("aten::_softmax_backward_data", "");
-  return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::_softmax_backward_data(a...); },
-                         grad_output, output, dim, input_dtype);
+  return softmax_on_npu<at::native::structured_softmax_backward_cpu_out>(f.op, f.counter, grad_output, output, dim,
+                                                                        input_dtype);
 }
 
 at::Tensor npu_log_softmax_backward_data(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
                                          at::ScalarType input_dtype) {
   static FastOperator f("aten::_log_softmax_backward_data", "");
-  return fast_functional(f.op, f.counter,
-                         [](const auto&... a) { return at::cpu::_log_softmax_backward_data(a...); }, grad_output,
-                         output, dim, input_dtype);
+  return softmax_on_npu<at::native::structured_log_softmax_backward_cpu_out>(f.op, f.counter, grad_output, output,
+                                                                            dim, input_dtype);
 }
 
 at::Tensor npu_gelu(const at::Tensor& self, c10::string_view approximate) {
