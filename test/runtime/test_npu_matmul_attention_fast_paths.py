@@ -30,7 +30,8 @@ def _rand(*shape, dtype=torch.float32, seed=0):
 
 
 def _npu(*tensors):
-    return tuple(t.npu() for t in tensors)
+    # strides kept, also those .npu() would make dense (a sliced operand stays sliced)
+    return tuple(torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="npu").copy_(t) for t in tensors)
 
 
 def _assert_bits(npu_result, cpu_result):

@@ -71,8 +71,18 @@ def _gelu(dtype):
     return (_rand(4, 9, dtype=dtype),), lambda x: F.gelu(x)
 
 
+def _gelu_sliced(dtype):
+    return (_rand(4, 18, dtype=dtype)[:, ::2],), lambda x: F.gelu(x, approximate="tanh") + F.gelu(x)
+
+
 def _gelu_tanh(dtype):
     return (_rand(4, 9, dtype=dtype),), lambda x: F.gelu(x, approximate="tanh")
+
+
+def _gelu_strided(dtype):
+    # not contiguous (and kept so by .to()): the CPU implementation takes GeluKernel's
+    # strided loop, not oneDNN, on cpu too
+    return (_rand(9, 4, dtype=dtype).t(),), lambda x: F.gelu(x)
 
 
 def _tanh_silu(dtype):
@@ -118,6 +128,8 @@ CASES = {
     "log_softmax": (_log_softmax, ["aten::_log_softmax", "aten::_log_softmax_backward_data"]),
     "gelu": (_gelu, ["aten::gelu", "aten::gelu_backward"]),
     "gelu_tanh": (_gelu_tanh, ["aten::gelu", "aten::gelu_backward"]),
+    "gelu_strided": (_gelu_strided, ["aten::gelu", "aten::gelu_backward"]),
+    "gelu_sliced": (_gelu_sliced, ["aten::gelu", "aten::gelu_backward"]),
     "tanh_silu": (_tanh_silu, ["aten::tanh_backward", "aten::silu_backward"]),
     "embedding": (_embedding, ["aten::index_select", "aten::embedding_dense_backward"]),
     "embedding_padding": (_embedding_padding, ["aten::embedding_dense_backward"]),
@@ -127,11 +139,15 @@ CASES = {
 }
 
 
+def _on(device, t):
+    # strides kept, also those .to() would make dense (a sliced input stays sliced)
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device).copy_(t)
+
+
 def _run(case, dtype, device):
     make, _ = CASES[case]
     inputs, fn = make(dtype)
-    leaves = [t.to(device).requires_grad_(t.is_floating_point()) if t.is_floating_point() else t.to(device)
-              for t in inputs]
+    leaves = [_on(device, t).requires_grad_(t.is_floating_point()) for t in inputs]
     out = fn(*leaves)
     grad = _rand(*out.shape, dtype=out.dtype, seed=11).to(device)
     out.backward(grad)
@@ -174,6 +190,15 @@ def _cpu_and_npu_errors(fn, *args):
 def test_errors_are_cpu_errors(call):
     x = _rand(3, 5)
     cpu_message, npu_message = _cpu_and_npu_errors(call, x)
+    assert npu_message == cpu_message
+
+
+def test_gelu_backward_of_two_dtypes_equals_cpu():
+    grad, x = _rand(4, 9, dtype=torch.float64), _rand(4, 9, seed=1)
+    call = torch.ops.aten.gelu_backward
+    _assert_bits(call(grad.npu(), x.npu(), approximate="tanh"), call(grad, x, approximate="tanh"))
+    # the exact gelu of float32 goes to oneDNN, which refuses the float64 gradient
+    cpu_message, npu_message = _cpu_and_npu_errors(lambda g, x: call(g, x, approximate="none"), grad, x)
     assert npu_message == cpu_message
 
 

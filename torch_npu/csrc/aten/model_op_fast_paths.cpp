@@ -8,11 +8,13 @@
 //
 // Layer norm and the softmax family run their CPU implementations on the npu tensors
 // themselves (structured_on_npu.h): they call their kernels for kCPU through data
-// pointers and allocate from the input's options. The others run on CPU aliases: gelu's
-// picks oneDNN only for CPU tensors, index_select's, the reductions' and the remaining
-// backward kernels' choose among paths this file has not checked for device dependence.
+// pointers and allocate from the input's options; so does gelu where its implementation
+// would not pick oneDNN (which takes CPU tensors only). The others run on CPU aliases:
+// index_select's, the reductions' and the remaining backward kernels' implementations
+// choose among paths not checked here for device dependence.
 #include "torch_npu/csrc/aten/structured_on_npu.h"
 
+#include <ATen/Context.h>
 #include <ATen/ops/_log_softmax_backward_data_native.h>
 #include <ATen/ops/_log_softmax_native.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward_cpu_dispatch.h>
@@ -20,7 +22,9 @@
 #include <ATen/ops/_softmax_native.h>
 #include <ATen/ops/embedding_dense_backward_cpu_dispatch.h>
 #include <ATen/ops/gelu_backward_cpu_dispatch.h>
+#include <ATen/ops/gelu_backward_native.h>
 #include <ATen/ops/gelu_cpu_dispatch.h>
+#include <ATen/ops/gelu_native.h>
 #include <ATen/ops/index_select_cpu_dispatch.h>
 #include <ATen/ops/mean_cpu_dispatch.h>
 #include <ATen/ops/native_layer_norm_backward_native.h>
@@ -95,9 +99,9 @@ Tensor3 npu_flash_attention_for_cpu_backward(const at::Tensor& grad_out, const a
                           call.cpu(logsumexp), dropout_p, is_causal, call.cpu(attn_mask), scale));
 }
 
-// A softmax-family operator: its structured CPU kernel `Structured` on the npu tensors.
+// A one-output operator whose structured CPU kernel `Structured` runs on the npu tensors.
 template <typename Structured, typename... Args>
-at::Tensor softmax_on_npu(const c10::OperatorHandle& op, FastPathCounter& counter, const at::Tensor& first,
+at::Tensor structured_on_npu(const c10::OperatorHandle& op, FastPathCounter& counter, const at::Tensor& first,
                           const Args&... args) {
   const c10::DeviceIndex device = direct_call_device(first, args...);
   if (device < 0) return run_fallback(op, first, args...).toTensor();
@@ -111,37 +115,58 @@ at::Tensor softmax_on_npu(const c10::OperatorHandle& op, FastPathCounter& counte
 
 at::Tensor npu_softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
   static FastOperator f("aten::_softmax", "");
-  return softmax_on_npu<at::native::structured_softmax_cpu_out>(f.op, f.counter, self, dim, half_to_float);
+  return structured_on_npu<at::native::structured_softmax_cpu_out>(f.op, f.counter, self, dim, half_to_float);
 }
 
 at::Tensor npu_log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
   static FastOperator f("aten::_log_softmax", "");
-  return softmax_on_npu<at::native::structured_log_softmax_cpu_out>(f.op, f.counter, self, dim, half_to_float);
+  return structured_on_npu<at::native::structured_log_softmax_cpu_out>(f.op, f.counter, self, dim, half_to_float);
 }
 
 at::Tensor npu_softmax_backward_data(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
                                      at::ScalarType input_dtype) {
   static FastOperator f("aten::_softmax_backward_data", "");
-  return softmax_on_npu<at::native::structured_softmax_backward_cpu_out>(f.op, f.counter, grad_output, output, dim,
+  return structured_on_npu<at::native::structured_softmax_backward_cpu_out>(f.op, f.counter, grad_output, output, dim,
                                                                         input_dtype);
 }
 
 at::Tensor npu_log_softmax_backward_data(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
                                          at::ScalarType input_dtype) {
   static FastOperator f("aten::_log_softmax_backward_data", "");
-  return softmax_on_npu<at::native::structured_log_softmax_backward_cpu_out>(f.op, f.counter, grad_output, output,
+  return structured_on_npu<at::native::structured_log_softmax_backward_cpu_out>(f.op, f.counter, grad_output, output,
                                                                             dim, input_dtype);
+}
+
+// Whether gelu's CPU implementation (forward and backward) hands `self` to oneDNN, which
+// it does for CPU tensors only: the exact gelu of a contiguous float32, bfloat16 or
+// float16 tensor of more than one element while oneDNN is enabled (a superset of its
+// rule, whose reduced-precision part also depends on the CPU). Those calls stay on CPU
+// aliases; every other call runs the CPU implementation, GeluKernel's CPU loop, on the npu
+// tensors.
+bool onednn_may_take_gelu(const at::Tensor& self, c10::string_view approximate) {
+  const at::ScalarType dtype = self.scalar_type();
+  return approximate == "none" && at::globalContext().userEnabledMkldnn() && self.numel() > 1 &&
+         (dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf) && self.is_contiguous();
 }
 
 at::Tensor npu_gelu(const at::Tensor& self, c10::string_view approximate) {
   static FastOperator f("aten::gelu", "");
-  return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::gelu(a...); }, self, approximate);
+  if (onednn_may_take_gelu(self, approximate)) {
+    return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::gelu(a...); }, self,
+                           approximate);
+  }
+  return structured_on_npu<at::native::structured_gelu_out_cpu>(f.op, f.counter, self, approximate);
 }
 
 at::Tensor npu_gelu_backward(const at::Tensor& grad_output, const at::Tensor& self, c10::string_view approximate) {
   static FastOperator f("aten::gelu_backward", "");
-  return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::gelu_backward(a...); },
-                         grad_output, self, approximate);
+  // Operands of two dtypes: TensorIterator converts to the common dtype only on cpu.
+  if (onednn_may_take_gelu(self, approximate) || grad_output.scalar_type() != self.scalar_type()) {
+    return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::gelu_backward(a...); },
+                           grad_output, self, approximate);
+  }
+  return structured_on_npu<at::native::structured_gelu_backward_out_cpu>(f.op, f.counter, grad_output, self,
+                                                                     approximate);
 }
 
 at::Tensor npu_tanh_backward(const at::Tensor& grad_output, const at::Tensor& output) {

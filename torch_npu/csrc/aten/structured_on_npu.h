@@ -16,12 +16,14 @@
 #include "torch_npu/csrc/runtime/allocator.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/TensorMeta.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
 
 #include <array>
 #include <optional>
+#include <type_traits>
 
 namespace torch_npu {
 
@@ -70,26 +72,32 @@ inline at::Tensor empty_npu_output(c10::IntArrayRef sizes, c10::IntArrayRef stri
 }
 
 // The functional form of structured kernel `Structured` with `N` outputs: each output a
-// new npu tensor of the geometry the meta function asks for.
+// new npu tensor of the geometry the meta function asks for. A TensorIterator kernel's
+// iterator then takes the output as its operand (as in the generated CPU wrapper).
 template <typename Structured, size_t N = 1>
 struct NpuStructuredFunctional final : Structured {
+  static constexpr bool kIterator = std::is_base_of_v<at::TensorIteratorBase, Structured>;
   void set_output_strided(int64_t output_idx, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                           c10::TensorOptions options) override {
     outputs[output_idx] = empty_npu_output(sizes, strides, options);
+    if constexpr (kIterator) Structured::set_output_strided(output_idx, sizes, strides, options);
   }
   void set_output_raw_strided(int64_t output_idx, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                               c10::TensorOptions options) override {
     outputs[output_idx] = empty_npu_output(sizes, strides, options);
+    if constexpr (kIterator) Structured::set_output_raw_strided(output_idx, sizes, strides, options);
   }
   const at::Tensor& maybe_get_output(int64_t output_idx) override { return outputs[output_idx]; }
   std::array<at::Tensor, N> outputs;
 };
 
-// The out= form of a one-output structured kernel, as the generated CPU out= wrapper:
-// the dtype and device checks, the resize (and restride) of `out`, and a proxy output
-// where the kernel needs strides `out` lacks, copied back by finish().
+// The out= form of a one-output structured kernel that is not a TensorIterator kernel, as
+// the generated CPU out= wrapper: the dtype and device checks, the resize (and restride) of
+// `out`, and a proxy output where the kernel needs strides `out` lacks, copied back by
+// finish().
 template <typename Structured>
 struct NpuStructuredOut final : Structured {
+  static_assert(!std::is_base_of_v<at::TensorIteratorBase, Structured>, "TensorIterator kernels: see the elementwise ops");
   explicit NpuStructuredOut(const at::Tensor& out) : out(out) {}
   void set_output_strided(int64_t /*output_idx*/, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                           c10::TensorOptions options) override {
