@@ -89,6 +89,10 @@ def _tanh_silu(dtype):
     return (_rand(6, 5, dtype=dtype),), lambda x: torch.tanh(x) * F.silu(x)
 
 
+def _tanh_silu_sliced(dtype):
+    return (_rand(6, 10, dtype=dtype)[:, ::2].t(),), lambda x: torch.tanh(x) + F.silu(x)
+
+
 def _embedding(dtype):
     weight = _rand(10, 4, dtype=dtype)
     ids = torch.tensor([[1, 3, 3], [0, 9, 1]])
@@ -131,6 +135,7 @@ CASES = {
     "gelu_strided": (_gelu_strided, ["aten::gelu", "aten::gelu_backward"]),
     "gelu_sliced": (_gelu_sliced, ["aten::gelu", "aten::gelu_backward"]),
     "tanh_silu": (_tanh_silu, ["aten::tanh_backward", "aten::silu_backward"]),
+    "tanh_silu_sliced": (_tanh_silu_sliced, ["aten::tanh_backward", "aten::silu_backward"]),
     "embedding": (_embedding, ["aten::index_select", "aten::embedding_dense_backward"]),
     "embedding_padding": (_embedding_padding, ["aten::embedding_dense_backward"]),
     "index_select": (_index_select, ["aten::index_select"]),
@@ -200,6 +205,13 @@ def test_gelu_backward_of_two_dtypes_equals_cpu():
     # the exact gelu of float32 goes to oneDNN, which refuses the float64 gradient
     cpu_message, npu_message = _cpu_and_npu_errors(lambda g, x: call(g, x, approximate="none"), grad, x)
     assert npu_message == cpu_message
+
+
+@pytest.mark.parametrize("op", [torch.ops.aten.tanh_backward, torch.ops.aten.silu_backward], ids=str)
+def test_activation_backward_of_two_dtypes_equals_cpu(op):
+    grad, x = _rand(4, 9, dtype=torch.float64), _rand(4, 9, seed=1)
+    _assert_bits(op(grad.npu(), x.npu()), op(grad, x))
+    _assert_bits(op(x.npu(), grad.npu()), op(x, grad))
 
 
 def test_empty_inputs_equal_cpu():

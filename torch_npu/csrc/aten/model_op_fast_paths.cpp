@@ -9,10 +9,16 @@
 // Layer norm and the softmax family run their CPU implementations on the npu tensors
 // themselves (structured_on_npu.h): they call their kernels for kCPU through data
 // pointers and allocate from the input's options; so does gelu where its implementation
-// would not pick oneDNN (which takes CPU tensors only). The others run on CPU aliases:
+// would not pick oneDNN (which takes CPU tensors only), and tanh's and silu's backward.
+// The others run on CPU aliases:
 // index_select's, the reductions' and the remaining backward kernels' implementations
 // choose among paths not checked here for device dependence.
+#include "torch_npu/csrc/aten/cpu_dispatch_stub.h"  // first: see there
+
 #include "torch_npu/csrc/aten/structured_on_npu.h"
+
+#include <ATen/native/Activation.h>
+#include <ATen/native/BinaryOps.h>
 
 #include <ATen/Context.h>
 #include <ATen/ops/_log_softmax_backward_data_native.h>
@@ -30,8 +36,10 @@
 #include <ATen/ops/native_layer_norm_backward_native.h>
 #include <ATen/ops/native_layer_norm_native.h>
 #include <ATen/ops/silu_backward_cpu_dispatch.h>
+#include <ATen/ops/silu_backward_native.h>
 #include <ATen/ops/sum_cpu_dispatch.h>
 #include <ATen/ops/tanh_backward_cpu_dispatch.h>
+#include <ATen/ops/tanh_backward_native.h>
 #include <torch/library.h>
 
 #include <array>
@@ -169,16 +177,25 @@ at::Tensor npu_gelu_backward(const at::Tensor& grad_output, const at::Tensor& se
                                                                      approximate);
 }
 
+// tanh's and silu's backward kernels are TensorIterator kernels that call their stub for
+// the iterator's device (npu: the entries below). Operands of two dtypes stay on CPU
+// aliases: TensorIterator converts them to the common dtype only on cpu.
 at::Tensor npu_tanh_backward(const at::Tensor& grad_output, const at::Tensor& output) {
   static FastOperator f("aten::tanh_backward", "");
-  return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::tanh_backward(a...); },
-                         grad_output, output);
+  if (grad_output.scalar_type() != output.scalar_type()) {
+    return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::tanh_backward(a...); },
+                           grad_output, output);
+  }
+  return structured_on_npu<at::native::structured_tanh_backward_out>(f.op, f.counter, grad_output, output);
 }
 
 at::Tensor npu_silu_backward(const at::Tensor& grad_output, const at::Tensor& self) {
   static FastOperator f("aten::silu_backward", "");
-  return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::silu_backward(a...); },
-                         grad_output, self);
+  if (grad_output.scalar_type() != self.scalar_type()) {
+    return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::silu_backward(a...); },
+                           grad_output, self);
+  }
+  return structured_on_npu<at::native::structured_silu_backward_out>(f.op, f.counter, grad_output, self);
 }
 
 at::Tensor npu_index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
@@ -217,7 +234,20 @@ at::Tensor npu_mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, boo
                          dtype);
 }
 
+// The npu entries of the stubs of tanh's and silu's backward: the CPU loops, over the
+// same memory.
+void tanh_backward_on_host(at::TensorIteratorBase& iter) { at::native::tanh_backward_stub(c10::DeviceType::CPU, iter); }
+void silu_backward_on_host(at::TensorIteratorBase& iter) { at::native::silu_backward_stub(c10::DeviceType::CPU, iter); }
+
 }  // namespace
+}  // namespace torch_npu
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(tanh_backward_stub, &torch_npu::tanh_backward_on_host)
+REGISTER_PRIVATEUSE1_DISPATCH(silu_backward_stub, &torch_npu::silu_backward_on_host)
+}  // namespace at::native
+
+namespace torch_npu {
 
 void register_model_op_fast_paths(torch::Library& m) {
   m.impl("native_layer_norm", TORCH_FN(npu_native_layer_norm));
