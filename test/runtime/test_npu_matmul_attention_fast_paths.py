@@ -1,6 +1,7 @@
 """mm, bmm, addmm, baddbmm (functional and out=) and the CPU flash attention have unboxed
-npu kernels that call the CPU kernel directly when nothing observes and nothing captures,
-and hand every other call to the operator fallback (docs/runtime.md, "Fast paths").
+npu kernels that run the CPU implementation when nothing observes and nothing captures (on
+the npu tensors themselves, or on CPU aliases where it would pick oneDNN, which takes CPU
+tensors only), and hand every other call to the operator fallback (docs/runtime.md).
 
 Both paths must give cpu's bits and cpu's errors; ``torch_npu._C._fast_path_counts()``
 tells which path served a call, so these tests fail if the fast path stops running in

@@ -1,10 +1,12 @@
 """Layer norm, softmax/log-softmax, gelu, index_select, embedding's backward, sum/mean over
-dims and the backward kernels transformer training runs have unboxed npu kernels that call
-the CPU kernel on CPU aliases when nothing observes or captures, and hand every other call
-to the operator fallback (docs/runtime.md, "Fast paths").
+dims and the backward kernels transformer training runs have unboxed npu kernels that run
+the CPU implementation when nothing observes or captures (on the npu tensors themselves
+where it cannot tell them from cpu tensors, else on CPU aliases), and hand every other call
+to the operator fallback (docs/runtime.md).
 
-Each case runs forward and backward on npu and on cpu from the same values and compares
-every result and gradient bit for bit, strides included; ``torch_npu._C._fast_path_counts()``
+Each case runs forward and backward on npu and on cpu from the same values (sliced and
+transposed inputs keep their strides on npu) and compares every result and gradient bit for
+bit, strides included; ``torch_npu._C._fast_path_counts()``
 shows the fast path served the npu calls, and stood aside while the profiler watched.
 """
 import pytest

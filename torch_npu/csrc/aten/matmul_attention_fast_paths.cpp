@@ -69,20 +69,23 @@ void addmm_into(Kernel& kernel, const at::Tensor& self, const at::Tensor& mat1, 
   kernel.impl(self, mat1, mat2, beta, alpha, result);
 }
 
-at::Tensor npu_mm(const at::Tensor& self, const at::Tensor& mat2) {
-  static FastOperator f("aten::mm", "");
+// mm or bmm (`Structured`, their structured CPU kernel) on the npu tensors; the out= form
+// writes `out`, resized as the CPU out= wrapper resizes it.
+template <typename Structured>
+at::Tensor product_on_npu(FastOperator& f, const at::Tensor& self, const at::Tensor& mat2) {
   const c10::DeviceIndex device = direct_call_device(self, mat2);
   if (device < 0) return run_fallback(f.op, self, mat2).toTensor();
   f.counter.hit();
   CurrentDeviceScope scope(device);
-  NpuStructuredFunctional<at::native::structured_mm_out_cpu> kernel;
+  NpuStructuredFunctional<Structured> kernel;
   kernel.meta(self, mat2);
   kernel.impl(self, mat2, kernel.outputs[0]);
   return std::move(kernel.outputs[0]);
 }
 
-at::Tensor& npu_mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
-  static FastOperator f("aten::mm", "out");
+template <typename Structured>
+at::Tensor& product_out_on_npu(FastOperator& f, const at::Tensor& self, const at::Tensor& mat2,
+                               at::Tensor& out) {
   const c10::DeviceIndex device = direct_call_device(self, mat2, out);
   if (device < 0) {
     run_fallback(f.op, self, mat2, out);
@@ -90,11 +93,21 @@ at::Tensor& npu_mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tenso
   }
   f.counter.hit();
   CurrentDeviceScope scope(device);
-  NpuStructuredOut<at::native::structured_mm_out_cpu> kernel(out);
+  NpuStructuredOut<Structured> kernel(out);
   kernel.meta(self, mat2);
   kernel.impl(self, mat2, kernel.maybe_get_output(0));
   kernel.finish();
   return out;
+}
+
+at::Tensor npu_mm(const at::Tensor& self, const at::Tensor& mat2) {
+  static FastOperator f("aten::mm", "");
+  return product_on_npu<at::native::structured_mm_out_cpu>(f, self, mat2);
+}
+
+at::Tensor& npu_mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  static FastOperator f("aten::mm", "out");
+  return product_out_on_npu<at::native::structured_mm_out_cpu>(f, self, mat2, out);
 }
 
 // Whether bmm's CPU implementation may hand these operands to oneDNN (use_mkldnn_matmul:
@@ -119,14 +132,7 @@ at::Tensor npu_bmm(const at::Tensor& self, const at::Tensor& mat2) {
   if (onednn_may_take_bmm(self)) {
     return fast_functional(f.op, f.counter, [](const auto&... a) { return at::cpu::bmm(a...); }, self, mat2);
   }
-  const c10::DeviceIndex device = direct_call_device(self, mat2);
-  if (device < 0) return run_fallback(f.op, self, mat2).toTensor();
-  f.counter.hit();
-  CurrentDeviceScope scope(device);
-  NpuStructuredFunctional<at::native::structured_bmm_out_cpu> kernel;
-  kernel.meta(self, mat2);
-  kernel.impl(self, mat2, kernel.outputs[0]);
-  return std::move(kernel.outputs[0]);
+  return product_on_npu<at::native::structured_bmm_out_cpu>(f, self, mat2);
 }
 
 at::Tensor& npu_bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
@@ -134,18 +140,7 @@ at::Tensor& npu_bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tens
   if (onednn_may_take_bmm(self)) {
     return fast_out(f.op, f.counter, [](auto&&... a) { at::cpu::bmm_outf(a...); }, out, self, mat2);
   }
-  const c10::DeviceIndex device = direct_call_device(self, mat2, out);
-  if (device < 0) {
-    run_fallback(f.op, self, mat2, out);
-    return out;
-  }
-  f.counter.hit();
-  CurrentDeviceScope scope(device);
-  NpuStructuredOut<at::native::structured_bmm_out_cpu> kernel(out);
-  kernel.meta(self, mat2);
-  kernel.impl(self, mat2, kernel.maybe_get_output(0));
-  kernel.finish();
-  return out;
+  return product_out_on_npu<at::native::structured_bmm_out_cpu>(f, self, mat2, out);
 }
 
 at::Tensor npu_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
