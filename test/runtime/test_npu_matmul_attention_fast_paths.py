@@ -214,6 +214,28 @@ def test_products_on_a_second_device_allocate_there(two_devices):
     assert torch.npu.current_device() == d0.index
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16], ids=str)
+def test_gradients_through_the_products_equal_cpu(dtype):
+    x, w, b = _rand(6, 33, dtype=dtype), _rand(17, 33, dtype=dtype, seed=1), _rand(17, dtype=dtype, seed=2)
+    y = _rand(3, 17, 9, dtype=dtype, seed=3)
+
+    def run(device):
+        leaves = [t.detach().to(device).requires_grad_() for t in (x, w, b, y)]
+        xd, wd, bd, yd = leaves
+        h = F.linear(xd, wd, bd)  # addmm, then mm for the gradients
+        out = torch.bmm(h.t().reshape(1, 17, 6).expand(3, 17, 6).transpose(1, 2), yd) + torch.mm(h, wd).sum()
+        out.backward(_rand(*out.shape, dtype=dtype, seed=4).to(device))
+        return [out] + [t.grad for t in leaves]
+
+    before = torch_npu._C._fast_path_counts()
+    got = run("npu")
+    after = torch_npu._C._fast_path_counts()
+    for g, e in zip(got, run("cpu")):
+        _assert_bits(g, e)
+    for name in ("aten::addmm", "aten::mm", "aten::bmm"):
+        assert after[name] > before.get(name, 0), name
+
+
 def test_out_that_is_also_an_input_equals_cpu():
     c, a, b = _rand(5, 4), _rand(5, 3), _rand(3, 4)
     expected = c.clone()
