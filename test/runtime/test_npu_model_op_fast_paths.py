@@ -111,6 +111,16 @@ def _index_select(dtype):
     return (_rand(5, 3, dtype=dtype), torch.tensor([4, 0, 0, 2])), lambda x, i: torch.index_select(x, 0, i)
 
 
+def _index_select_strided(dtype):
+    # a transposed source, a sliced int32 index, dim 1, a repeated row
+    index = torch.tensor([3, 9, 0, 7, 0, 2], dtype=torch.int32)[::2]
+    return (_rand(6, 5, dtype=dtype).t(), index), lambda x, i: torch.index_select(x, 1, i)
+
+
+def _index_select_scalar_index(dtype):
+    return (_rand(4, 3, 2, dtype=dtype), torch.tensor(1)), lambda x, i: torch.index_select(x, 2, i)
+
+
 def _sum_mean(dtype):
     return (_rand(3, 4, 5, dtype=dtype),), lambda x: x.sum(dim=(0, 2), keepdim=True) + x.mean(dim=1).sum(1)
 
@@ -141,6 +151,8 @@ CASES = {
     "embedding": (_embedding, ["aten::index_select", "aten::embedding_dense_backward"]),
     "embedding_padding": (_embedding_padding, ["aten::embedding_dense_backward"]),
     "index_select": (_index_select, ["aten::index_select"]),
+    "index_select_strided": (_index_select_strided, ["aten::index_select"]),
+    "index_select_scalar_index": (_index_select_scalar_index, ["aten::index_select"]),
     "sum_mean": (_sum_mean, ["aten::sum.dim_IntList", "aten::mean.dim"]),
     "sdpa": (_sdpa, ["aten::_scaled_dot_product_flash_attention_for_cpu_backward"]),
 }
@@ -192,8 +204,11 @@ def _cpu_and_npu_errors(fn, *args):
     lambda x: F.layer_norm(x, (4,)),
     lambda x: torch.ops.aten.native_layer_norm(x, (5,), x.new_ones(4), None, 1e-5),
     lambda x: torch.ops.aten._softmax_backward_data(x, x[:, :2], 1, torch.float32),
+    lambda x: torch.index_select(x, 1, torch.tensor([0, 5], device=x.device)),
+    lambda x: torch.index_select(x, 1, torch.tensor([0.0], device=x.device)),
+    lambda x: torch.index_select(x, 2, torch.tensor([0], device=x.device)),
 ], ids=["softmax_half_to_float", "log_softmax_half_to_float", "softmax_dim", "layer_norm_shape",
-        "layer_norm_weight", "softmax_backward_sizes"])
+        "layer_norm_weight", "softmax_backward_sizes", "index_out_of_range", "float_index", "index_dim"])
 def test_errors_are_cpu_errors(call):
     x = _rand(3, 5)
     cpu_message, npu_message = _cpu_and_npu_errors(call, x)
@@ -227,7 +242,7 @@ def test_a_second_device_allocates_there(two_devices):
     d0, d1 = two_devices
     torch.npu.set_device(d0)
     on_d0 = torch.npu.memory_allocated(d0)
-    for case in ("layer_norm", "softmax", "log_softmax"):
+    for case in ("layer_norm", "softmax", "log_softmax", "embedding"):
         npu_out, npu_grads = _run(case, torch.float32, d1)
         cpu_out, cpu_grads = _run(case, torch.float32, "cpu")
         assert npu_out.device == d1 and all(g.device == d1 for g in npu_grads)

@@ -10,9 +10,9 @@
 // themselves (structured_on_npu.h): they call their kernels for kCPU through data
 // pointers and allocate from the input's options; so does gelu where its implementation
 // would not pick oneDNN (which takes CPU tensors only), and tanh's and silu's backward.
-// The others run on CPU aliases:
-// index_select's, the reductions' and the remaining backward kernels' implementations
-// choose among paths not checked here for device dependence.
+// The others run on CPU aliases: index_select's implementation calls a DispatchStub for
+// the tensors' device on some paths (a 0-dim index), sum's branches on the iterator's
+// device, and the remaining backward kernels' have not been checked for device dependence.
 #include "torch_npu/csrc/aten/cpu_dispatch_stub.h"  // first: see there
 
 #include "torch_npu/csrc/aten/structured_on_npu.h"
