@@ -148,3 +148,22 @@ def test_first_npu_call_a_sparse_coo_tensor():
     assert out["dense"] == out["want"]
     assert out["layout"] == "torch.sparse_coo" and out["empty_layout"] == "torch.sparse_coo"
     assert out["empty_nnz"] == 0 and out["coalesced"] == "npu"
+
+
+def test_autocast_first_used_inside_an_npu_graph_capture():
+    out = _run("""
+        x = torch.randn(8, 8).npu()
+        w = torch.randn(8, 8).npu()
+        g = torch.npu.NPUGraph()
+        with torch.npu.graph(g):
+            with torch.autocast("npu", dtype=torch.float16):
+                y = x @ w
+        results = []
+        for _ in range(2):
+            new = torch.randn(8, 8)
+            x.copy_(new.npu())
+            g.replay()
+            results.append(torch.equal(y.cpu(), new.half() @ w.cpu().half()))
+        report(dtype=str(y.dtype), results=results)
+    """)
+    assert out == {"dtype": "torch.float16", "results": [True, True]}
