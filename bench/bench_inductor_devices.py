@@ -44,7 +44,7 @@ import torch_npu  # noqa: F401  (registers the npu device and the compile trigge
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_models import MLP, TransformerBlock  # noqa: E402
 
-LAUNCH = "torch.npu._launch_host_kernel("
+LAUNCH = "npu_launch_host_kernel("
 
 
 class SmallCNN(nn.Module):
