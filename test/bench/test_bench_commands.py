@@ -51,6 +51,8 @@ def test_bench_inductor_devices_times_the_thread_clock():
 def test_bench_import_prints_time_ratio_and_rss_delta():
     stdout = _run_bench("bench_import.py", "--runs", "5")
     assert re.search(rf"^\s+ratio\s+{RATIO}", stdout.replace(" x", "x"), re.M), stdout
+    assert re.search(rf"^\s+in one process\s+{RATIO}\s+\(import torch_npu after import torch [0-9.]+ ms\)",
+                     stdout.replace(" x", "x"), re.M), stdout
     assert re.search(r"^peak RSS .* delta [+-][0-9.]+ MB", stdout, re.M), stdout
 
 
