@@ -268,20 +268,6 @@ NPU_FAST_FLOAT_UNARY(erf)
 
 // ---- the kernels written for any device ------------------------------------------------
 
-// True when `op` may run its device-generic CPU kernel on these npu tensors, `device`
-// then being theirs (the current device while it runs, so its allocations go there).
-template <typename... Tensors>
-bool admit_npu_tensors(c10::DeviceIndex& device, const Tensors&... tensors) {
-  if (!fast_paths_allowed()) return false;
-  device = -1;
-  for (const at::Tensor* t : {&tensors...}) {
-    if (!is_plain_npu(*t)) return false;
-    if (device < 0) device = t->device().index();
-    if (t->device().index() != device) return false;
-  }
-  return active_capture() == nullptr;  // last, as in fast_binary_device
-}
-
 at::Tensor npu_where(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other) {
   static FastOperator fast("aten::where", "self");
   c10::DeviceIndex device;

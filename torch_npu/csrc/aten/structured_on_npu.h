@@ -4,9 +4,10 @@
 // promotion, broadcasting, overlap checks, output geometry), the output comes from the
 // device's caching allocator, and the operator's DispatchStub, given an npu entry that
 // forwards to its CPU kernel (REGISTER_PRIVATEUSE1_DISPATCH), runs the CPU loop over the
-// same memory (npu memory is host memory). The pieces here are shared by the fast paths
-// that do so (elementwise_fast_paths.cpp, comparison_fast_paths.cpp); fast_path.h says
-// when a fast path may serve a call.
+// same memory (npu memory is host memory). Kernels written for any device run on npu
+// tensors the same way. The pieces here are shared by the fast paths that do so
+// (elementwise_fast_paths.cpp, comparison_fast_paths.cpp, fill_copy_fast_paths.cpp);
+// fast_path.h says when a fast path may serve a call.
 #pragma once
 
 // DispatchStub's CPU kernel table (its members and the parameters of its look-up) depends
@@ -25,6 +26,7 @@
 
 #include "torch_npu/csrc/aten/cpu_aliases.h"
 #include "torch_npu/csrc/aten/fast_path.h"
+#include "torch_npu/csrc/graphs/capture.h"
 #include "torch_npu/csrc/runtime/allocator.h"
 
 #include <ATen/EmptyTensor.h>
@@ -88,6 +90,22 @@ at::Tensor cpu_side(const at::Tensor& t, CpuAliasSet& aliases);
 
 // The device the fast path runs a unary `op(self)` on, or -1 when the fallback must run it.
 c10::DeviceIndex fast_unary_device(const at::Tensor& self);
+
+// True when a CPU kernel written for any device (one that builds its TensorIterator from
+// the tensors it gets and calls the stub of the iterator's device) may run on these npu
+// tensors: the fast path's rule, all of them plain npu tensors of one device, `device`.
+// That device is to be the current one while the kernel runs (its allocations go there).
+template <typename... Tensors>
+bool admit_npu_tensors(c10::DeviceIndex& device, const Tensors&... tensors) {
+  if (!fast_paths_allowed()) return false;
+  device = -1;
+  for (const at::Tensor* t : {&tensors...}) {
+    if (!is_plain_npu(*t)) return false;
+    if (device < 0) device = t->device().index();
+    if (t->device().index() != device) return false;
+  }
+  return active_capture() == nullptr;  // last, as in fast_binary_device
+}
 
 // `self (op) other` with `cpu_kernel`, the CPU kernel of `op`, on CPU aliases.
 template <typename CpuKernel>
