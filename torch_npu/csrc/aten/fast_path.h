@@ -173,6 +173,8 @@ void register_elementwise_fast_paths(torch::Library& m);
 void register_comparison_fast_paths(torch::Library& m);
 // The same for fill_, zero_ and copy_ between npu tensors (fill_copy_fast_paths.cpp).
 void register_fill_copy_fast_paths(torch::Library& m);
+// The same for cat (cat_fast_path.cpp).
+void register_cat_fast_path(torch::Library& m);
 
 // An operator returning a new tensor: `cpu_kernel` (its CPU kernel, arguments in schema
 // order) on the CPU aliases of `args` when the fast path may serve them, else the fallback.

@@ -579,6 +579,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   register_elementwise_fast_paths(m);
   register_comparison_fast_paths(m);
   register_fill_copy_fast_paths(m);
+  register_cat_fast_path(m);
   route_composites_with_cpu_kernels_to_fallback(m, c10::DispatchKey::CPU, c10::DispatchKey::PrivateUse1);
 }
 
