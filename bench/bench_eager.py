@@ -4,7 +4,7 @@ npu kernels run the CPU kernels on the same host memory, so the difference is th
 of the npu dispatch path (device guard, allocator, dispatcher). Each case times blocks
 of calls, alternating cpu and npu blocks, and compares medians. Budgets: a 1-element add,
 mul, relu, tanh, silu, in-place add, multiplication by a Python number, where, masked_fill,
-comparisons, cos, `to(float)` and zeros <= 3x CPU; a 512x512 matmul and a
+comparisons, cos, `to(float)`, zeros and cat <= 3x CPU; a 512x512 matmul and a
 1M-element pointwise op <= 1.10x CPU.
 
     python bench/bench_eager.py [--samples N] [--calls N] [--threads N] [--only CASE,...] [--json]
@@ -115,6 +115,12 @@ def _case_zeros_1(device: str) -> Callable[[], object]:
     return lambda: torch.zeros(1, device=device)
 
 
+def _case_cat_1(device: str) -> Callable[[], object]:
+    a = torch.ones(1, device=device)
+    b = torch.zeros(1, device=device)
+    return lambda: torch.cat([a, b])
+
+
 def _case_matmul_512(device: str) -> Callable[[], object]:
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(512, 512, generator=gen).to(device)
@@ -147,6 +153,7 @@ CASES = {
     "cos_1_element": (_case_cos_1, 2000, 3.0),
     "to_float_1_element": (_case_to_float_1, 2000, 3.0),
     "zeros_1_element": (_case_zeros_1, 2000, 3.0),
+    "cat_1_element": (_case_cat_1, 2000, 3.0),
     "matmul_512x512": (_case_matmul_512, 20, 1.10),
     "pointwise_add_1M": (_case_pointwise_1m, 50, 1.10),
 }
