@@ -53,22 +53,13 @@ c10::DeviceIndex fast_list_device(const at::MaterializedITensorListRef& tensors)
 struct NpuCat final : at::native::structured_cat_out_cpu {
   void set_output_strided(int64_t /*output_idx*/, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                           c10::TensorOptions options) override {
-    allocate(sizes, strides, options);
+    output = new_npu_output(sizes, strides, options);
   }
   void set_output_raw_strided(int64_t /*output_idx*/, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                               c10::TensorOptions options) override {
-    allocate(sizes, strides, options);
+    output = new_npu_output(sizes, strides, options);
   }
   const at::Tensor& maybe_get_output(int64_t /*output_idx*/) override { return output; }
-
-  void allocate(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::TensorOptions options) {
-    const c10::DispatchKeySet keys(c10::DispatchKey::PrivateUse1);
-    output = strides.empty()
-                 ? at::detail::empty_generic(sizes, npu_allocator(), keys, options.dtype().toScalarType(),
-                                             options.memory_format_opt())
-                 : at::detail::empty_strided_generic(sizes, strides, npu_allocator(), keys,
-                                                     options.dtype().toScalarType());
-  }
   at::Tensor output;
 };
 
