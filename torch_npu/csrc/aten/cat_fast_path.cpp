@@ -9,7 +9,7 @@
 // is host memory). Every other call goes to the operator fallback.
 
 // First: it sets up DispatchStub.h for calling the stubs' CPU kernels.
-#include "torch_npu/csrc/aten/structured_on_npu.h"
+#include "torch_npu/csrc/aten/iterator_on_npu.h"
 
 #include "torch_npu/csrc/aten/fast_path.h"
 #include "torch_npu/csrc/graphs/capture.h"

@@ -3,7 +3,7 @@
 // place), where, masked_fill_, logical_not, bitwise and/or, maximum/minimum, and the float
 // unary operators cos, sin, log, reciprocal and erf.
 //
-// They follow elementwise_fast_paths.cpp (structured_on_npu.h): when the fast path may
+// They follow elementwise_fast_paths.cpp (iterator_on_npu.h): when the fast path may
 // serve a call, the structured kernel runs on the npu tensors themselves and the stub's npu
 // entry runs the CPU loop. where, masked_fill_ and logical_not are not structured: their
 // CPU kernels (TensorCompare.cpp, TensorAdvancedIndexing.cpp, UnaryOps.cpp) are written for
@@ -12,7 +12,7 @@
 // as CUDA's kernels run on CUDA tensors. Every other call goes to the operator fallback.
 
 // First: it sets up DispatchStub.h for calling the stubs' CPU kernels.
-#include "torch_npu/csrc/aten/structured_on_npu.h"
+#include "torch_npu/csrc/aten/iterator_on_npu.h"
 
 #include "torch_npu/csrc/aten/fast_path.h"
 #include "torch_npu/csrc/graphs/capture.h"

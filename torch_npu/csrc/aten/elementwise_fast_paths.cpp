@@ -15,7 +15,7 @@
 // results and cpu's (or CUDA's) errors.
 
 // First: it sets up DispatchStub.h for calling the stubs' CPU kernels.
-#include "torch_npu/csrc/aten/structured_on_npu.h"
+#include "torch_npu/csrc/aten/iterator_on_npu.h"
 
 #include "torch_npu/csrc/aten/cpu_aliases.h"
 #include "torch_npu/csrc/aten/fallback.h"

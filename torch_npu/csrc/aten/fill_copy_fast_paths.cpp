@@ -13,7 +13,7 @@
 // the fast paths may not serve (fast_path.h) takes the path it took before.
 
 // First: it sets up DispatchStub.h for calling the stubs' CPU kernels.
-#include "torch_npu/csrc/aten/structured_on_npu.h"
+#include "torch_npu/csrc/aten/iterator_on_npu.h"
 
 #include "torch_npu/csrc/aten/cpu_aliases.h"
 #include "torch_npu/csrc/aten/fallback.h"
