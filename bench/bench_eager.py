@@ -3,9 +3,9 @@
 npu kernels run the CPU kernels on the same host memory, so the difference is the cost
 of the npu dispatch path (device guard, allocator, dispatcher). Each case times blocks
 of calls, alternating cpu and npu blocks, and compares medians. Budgets: a 1-element add,
-mul, relu, tanh, silu, in-place add, multiplication by a Python number, where, masked_fill,
-comparisons, cos, `to(float)`, zeros and cat <= 3x CPU; a 512x512 matmul and a
-1M-element pointwise op <= 1.10x CPU.
+mul, relu, tanh, silu, in-place add or multiplication by a Python number, a 1-row layer norm, softmax
+or linear layer (64 features), where, masked_fill, comparisons, cos, `to(float)`, zeros and cat <= 3x CPU;
+a 512x512 matmul and a 1M-element pointwise op <= 1.10x CPU.
 
     python bench/bench_eager.py [--samples N] [--calls N] [--threads N] [--only CASE,...] [--json]
 """
@@ -121,6 +121,23 @@ def _case_cat_1(device: str) -> Callable[[], object]:
     return lambda: torch.cat([a, b])
 
 
+def _case_layer_norm_1_row(device: str) -> Callable[[], object]:
+    gen = torch.Generator().manual_seed(0)
+    x, w, b = (torch.randn(*shape, generator=gen).to(device) for shape in ((1, 64), (64,), (64,)))
+    return lambda: torch.nn.functional.layer_norm(x, (64,), w, b)
+
+
+def _case_softmax_1_row(device: str) -> Callable[[], object]:
+    x = torch.randn(1, 64, generator=torch.Generator().manual_seed(0)).to(device)
+    return lambda: torch.softmax(x, dim=-1)
+
+
+def _case_linear_1_row(device: str) -> Callable[[], object]:
+    gen = torch.Generator().manual_seed(0)
+    x, w, b = (torch.randn(*shape, generator=gen).to(device) for shape in ((1, 64), (64, 64), (64,)))
+    return lambda: torch.nn.functional.linear(x, w, b)
+
+
 def _case_matmul_512(device: str) -> Callable[[], object]:
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(512, 512, generator=gen).to(device)
@@ -154,6 +171,9 @@ CASES = {
     "to_float_1_element": (_case_to_float_1, 2000, 3.0),
     "zeros_1_element": (_case_zeros_1, 2000, 3.0),
     "cat_1_element": (_case_cat_1, 2000, 3.0),
+    "layer_norm_1_row": (_case_layer_norm_1_row, 2000, 3.0),
+    "softmax_1_row": (_case_softmax_1_row, 2000, 3.0),
+    "linear_1_row": (_case_linear_1_row, 2000, 3.0),
     "matmul_512x512": (_case_matmul_512, 20, 1.10),
     "pointwise_add_1M": (_case_pointwise_1m, 50, 1.10),
 }

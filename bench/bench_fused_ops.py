@@ -36,7 +36,7 @@ from torch._inductor.utils import run_and_get_code
 import torch_npu
 
 BUDGET = 0.5
-LAUNCH = "torch.npu._launch_host_kernel("
+LAUNCH = "npu_launch_host_kernel("
 N = 4096
 
 

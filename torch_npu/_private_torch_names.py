@@ -185,9 +185,11 @@ ROWS: tuple[Row, ...] = (
         "npu's default Inductor backend subclasses the cpu scheduling and wrapper codegen classes (host memory runs cpu code); "
         "its wrapper overrides PythonWrapperCodegen's private _generate_kernel_call_helper and "
         "_generate_extern_kernel_alloc_helper (kernels launch through torch.npu._launch_host_kernel; cpu-layout "
-        "convolutions call their fastcall entry point).",
+        "convolutions call their fastcall entry point), and extends write_header (the module binds those entry points "
+        "to global names).",
         "Importing torch_npu.compiler.inductor fails; if those helpers are renamed, the overrides are never called "
-        "(kernels launch directly, convolutions go through torch.ops) and the wrapper tests fail."),
+        "(kernels launch directly, convolutions go through torch.ops) and the wrapper tests fail; without write_header "
+        "the generated code names unbound entry points and fails at its first call."),
     Row(("torch._inductor.codegen.cpp.OuterLoopFusedSchedulerNode", "torch._inductor.codegen.wrapper.pexpr",
          "torch._inductor.codegen.common.KernelArgs", "torch._inductor.scheduler.SchedulerNode",
          "torch._inductor.sizevars.SimplifyIndexing", "torch._inductor.utils.sympy_index_symbol",

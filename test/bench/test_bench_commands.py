@@ -73,3 +73,15 @@ def test_bench_reduce_overhead_prints_training_speedup_and_replay_memory():
     before = re.search(r"^memory_allocated_before\s+(\d+)$", stdout, re.M)
     after = re.search(r"^memory_allocated_after_1000_replays\s+(\d+)$", stdout, re.M)
     assert before and after and before.group(1) == after.group(1), stdout
+
+
+def test_bench_real_models_first_compile_train_prints_wall_and_cpu_time_ratios():
+    # The figure's command compiles with Inductor for minutes per pair; aot_eager runs the same
+    # children (cold cache, one compile thread, forward + loss + backward) in seconds.
+    stdout = _run_bench("bench_real_models.py", "--only", "first_compile_train", "--compiles", "1",
+                        "--first-compile-backend", "aot_eager")
+    line = re.search(r"^\s+gpt2: (.*)$", stdout, re.M)
+    assert line, stdout
+    for figure in ("npu_over_cpu_cold", "npu_over_cpu_cold_cpu_time", "cpu_cold_cpu_s", "npu_cold_cpu_s"):
+        value = re.search(rf"\b{figure}=([0-9.e+-]+)", line.group(1))
+        assert value and float(value.group(1)) > 0, line.group(1)

@@ -24,7 +24,7 @@ from torch_npu.compiler.inductor import conv_host_layout
 
 from inductor_models import NPU, SmallCNN, assert_forward_backward_matches_cpu  # noqa: E402
 
-HOST_LAYOUT_CALL = "torch.npu._convolution_host_layout("
+HOST_LAYOUT_CALL = "npu_convolution_host_layout("
 # assert_size_stride(buf2, (4, 8, 32, 32), (8192, 1, 256, 8), 'torch.ops.aten.convolution.default')
 CONV_OUTPUT_ASSERT = re.compile(
     r"assert_size_stride\(\w+, (\([^)]*\)), (\([^)]*\)), '(?:torch\.ops\.aten\.convolution|"
@@ -173,3 +173,32 @@ def test_convolution_entry_point_rejects_bad_arguments_clearly():
         torch.npu._convolution_host_layout(x.to(NPU), w.to(NPU), None, 1, *args[1:])
     with pytest.raises(RuntimeError, match="expected npu tensors, got one on cpu"):
         torch.npu._convolution_host_layout(x, w, None, *args)
+
+
+def test_entry_point_layout_follows_each_geometry_and_setting_called_in_turn():
+    # The layout each run converts its output to is remembered per geometry: geometries
+    # differing only in strides, dtype or parameters, called in turn, each keep cpu's layout,
+    # and so do calls under another oneDNN setting or thread count (global state ATen's
+    # backend rule reads).
+    calls = []
+    for case in ("channels-last 2-d", "contiguous 2-d, no bias", "channels-last float64 (thnn)", "1-d"):
+        x, w, b, args = _case_inputs(case, seed=3)
+        calls.append((x, w, b, args))
+        if x.dim() == 4:  # the same sizes in the other layout
+            other = torch.contiguous_format if x.is_contiguous(memory_format=torch.channels_last) else torch.channels_last
+            calls.append((x.contiguous(memory_format=other), w.contiguous(memory_format=other), b, args))
+    settings = [(True, 1), (False, 1), (True, 2)]
+    threads = torch.get_num_threads()
+    try:
+        for _ in range(2):
+            for mkldnn, num_threads in settings:
+                torch.set_num_threads(num_threads)
+                with torch.backends.mkldnn.flags(enabled=mkldnn):
+                    for x, w, b, args in calls:
+                        expected = torch.convolution(x, w, b, *args)
+                        actual = torch.npu._convolution_host_layout(
+                            x.to(NPU), w.to(NPU), None if b is None else b.to(NPU), *args)
+                        assert actual.stride() == expected.stride(), (x.shape, x.stride(), mkldnn, num_threads)
+                        assert torch.equal(actual.cpu(), expected)
+    finally:
+        torch.set_num_threads(threads)

@@ -11,7 +11,7 @@ import torch
 import torch_npu  # noqa: F401  (registers the npu device and the compile trigger)
 from torch._inductor.utils import run_and_get_code
 
-LAUNCH = "torch.npu._launch_host_kernel("
+LAUNCH = "npu_launch_host_kernel("
 
 
 def fn(t):

@@ -11,7 +11,7 @@ from torch._inductor.utils import run_and_get_code
 
 import torch_npu
 
-LAUNCH = "torch.npu._launch_host_kernel("
+LAUNCH = "npu_launch_host_kernel("
 D = "npu"
 
 

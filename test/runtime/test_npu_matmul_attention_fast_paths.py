@@ -1,6 +1,7 @@
 """mm, bmm, addmm, baddbmm (functional and out=) and the CPU flash attention have unboxed
-npu kernels that call the CPU kernel directly when nothing observes and nothing captures,
-and hand every other call to the operator fallback (docs/runtime.md, "Fast paths").
+npu kernels that run the CPU implementation when nothing observes and nothing captures (on
+the npu tensors themselves, or on CPU aliases where it would pick oneDNN, which takes CPU
+tensors only), and hand every other call to the operator fallback (docs/runtime.md).
 
 Both paths must give cpu's bits and cpu's errors; ``torch_npu._C._fast_path_counts()``
 tells which path served a call, so these tests fail if the fast path stops running in
@@ -30,7 +31,8 @@ def _rand(*shape, dtype=torch.float32, seed=0):
 
 
 def _npu(*tensors):
-    return tuple(t.npu() for t in tensors)
+    # strides kept, also those .npu() would make dense (a sliced operand stays sliced)
+    return tuple(torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="npu").copy_(t) for t in tensors)
 
 
 def _assert_bits(npu_result, cpu_result):
@@ -55,11 +57,34 @@ PRODUCTS = {
                         torch.addmm),
     "addmm_0dim_bias": ("aten::addmm", lambda d: (_rand(dtype=d), _rand(5, 3, dtype=d), _rand(3, 4, dtype=d)),
                         torch.addmm),
+    "addmm_empty_inner": ("aten::addmm", lambda d: (_rand(4, dtype=d), _rand(5, 0, dtype=d), _rand(0, 4, dtype=d)),
+                          lambda c, a, b: torch.addmm(c, a, b, beta=2)),
+    "addmm_empty_rows": ("aten::addmm", lambda d: (_rand(4, dtype=d), _rand(0, 3, dtype=d), _rand(3, 4, dtype=d)),
+                         torch.addmm),
     "linear": ("aten::addmm", lambda d: (_rand(5, 3, dtype=d), _rand(4, 3, dtype=d), _rand(4, dtype=d)), F.linear),
     "baddbmm": ("aten::baddbmm", lambda d: (_rand(1, 5, 4, dtype=d), _rand(2, 5, 3, dtype=d), _rand(2, 3, 4, dtype=d)),
                 lambda c, a, b: torch.baddbmm(c, a, b, beta=0.5, alpha=2)),
 }
-DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.complex64]
+# Above BLAS's and oneDNN's size thresholds: cpublas hands bfloat16 and float16 products to
+# oneDNN by pointer, bmm takes MKL's batched gemm or oneDNN (on CPU tensors only).
+LARGE_PRODUCTS = {
+    "mm_large": ("aten::mm", lambda d: (_rand(33, 65, dtype=d), _rand(65, 17, dtype=d)), torch.mm),
+    "addmm_large_transposed": ("aten::addmm", lambda d: (_rand(40, dtype=d), _rand(65, 33, dtype=d).t(),
+                                                         _rand(40, 65, dtype=d).t()), torch.addmm),
+    "addmm_large_strided": ("aten::addmm", lambda d: (_rand(33, 40, dtype=d), _rand(33, 130, dtype=d)[:, ::2],
+                                                      _rand(65, 40, dtype=d)),
+                            lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=-2)),
+    "bmm_large": ("aten::bmm", lambda d: (_rand(3, 20, 30, dtype=d), _rand(3, 30, 25, dtype=d)), torch.bmm),
+    "bmm_large_transposed": ("aten::bmm", lambda d: (_rand(3, 30, 20, dtype=d).transpose(1, 2),
+                                                     _rand(3, 25, 30, dtype=d).transpose(1, 2)), torch.bmm),
+    "bmm_large_strided": ("aten::bmm", lambda d: (_rand(3, 20, 60, dtype=d)[:, :, ::2], _rand(3, 30, 25, dtype=d)),
+                          torch.bmm),
+    "baddbmm_large": ("aten::baddbmm", lambda d: (_rand(3, 20, 25, dtype=d), _rand(3, 20, 30, dtype=d),
+                                                  _rand(3, 30, 25, dtype=d)),
+                      lambda c, a, b: torch.baddbmm(c, a, b, beta=0.5, alpha=2)),
+}
+PRODUCTS.update(LARGE_PRODUCTS)
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64, torch.complex64]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -105,6 +130,114 @@ def test_out_variants_equal_cpu(name, fast_path, operands, op, out_kind):
     assert served == 1
     if out_kind in ("right_size", "transposed"):
         assert npu_out.untyped_storage().data_ptr() == storage  # written in place
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_a_product_keeps_onednn_enabled(dtype):
+    # bmm's CPU implementation gives reduced-precision operands to oneDNN, which takes only
+    # CPU tensors: given npu tensors it would fail, and bmm would switch oneDNN off for the
+    # whole process (and compute the rest of the process's products another way).
+    a, b = _rand(3, 20, 30, dtype=dtype), _rand(3, 30, 25, dtype=dtype)
+    assert torch.backends.mkldnn.enabled
+    got, served = _served("aten::bmm", lambda: torch.bmm(*_npu(a, b)))
+    assert served == 1 and torch.backends.mkldnn.enabled
+    _assert_bits(got, torch.bmm(a, b))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("size", [(5, 3, 4), (33, 65, 17)], ids=["small", "large"])
+def test_beta_zero_ignores_nan_in_self(dtype, size):
+    m, k, n = size
+    c = torch.full((m, n), float("nan"), dtype=dtype)
+    a, b = _rand(m, k, dtype=dtype), _rand(k, n, dtype=dtype)
+    expected = torch.addmm(c, a, b, beta=0, alpha=1.5)
+    assert not expected.isnan().any()
+    got, served = _served("aten::addmm", lambda: torch.addmm(*_npu(c, a, b), beta=0, alpha=1.5))
+    _assert_bits(got, expected)
+    out = torch.full((m, n), float("nan"), dtype=dtype, device="npu")
+    _, served_out = _served("aten::addmm.out", lambda: torch.addmm(*_npu(c, a, b), beta=0, alpha=1.5, out=out))
+    _assert_bits(out, expected)
+    assert served == 1 and served_out == 1
+
+
+def test_out_of_another_dtype_raises_the_cpu_error():
+    a, b, c = _rand(5, 3), _rand(3, 4), _rand(4)
+    for op, args in ((torch.mm, (a, b)), (torch.bmm, (a[None], b[None])), (torch.addmm, (c, a, b))):
+        with pytest.raises(RuntimeError) as cpu_error:
+            op(*args, out=torch.empty(0, dtype=torch.float64))
+        with pytest.raises(RuntimeError) as npu_error:
+            op(*_npu(*args), out=torch.empty(0, dtype=torch.float64, device="npu"))
+        assert str(npu_error.value) == str(cpu_error.value)
+
+
+def test_a_bias_that_does_not_broadcast_raises_the_cpu_error_and_leaves_out_alone():
+    a, b, c = _rand(5, 3), _rand(3, 4), _rand(3)
+    with pytest.raises(RuntimeError) as cpu_error:
+        torch.addmm(c, a, b, out=torch.full((5, 4), 7.0))
+    out = torch.full((5, 4), 7.0, device="npu")
+    with pytest.raises(RuntimeError) as npu_error:
+        torch.addmm(*_npu(c, a, b), out=out)
+    assert str(npu_error.value) == str(cpu_error.value)
+    torch.testing.assert_close(out.cpu(), torch.full((5, 4), 7.0), rtol=0, atol=0)
+
+
+def test_out_overlapping_the_bias_raises_the_cpu_error():
+    a, b = _rand(4, 3), _rand(3, 4)
+    base = _rand(5, 4)
+    with pytest.raises(RuntimeError) as cpu_error:
+        torch.addmm(base[:4], a, b, out=base[1:])
+    npu_base = base.npu()
+    with pytest.raises(RuntimeError) as npu_error:
+        torch.addmm(npu_base[:4], *_npu(a, b), out=npu_base[1:])
+    assert str(npu_error.value) == str(cpu_error.value)
+
+
+def test_products_on_a_second_device_allocate_there(two_devices):
+    d0, d1 = two_devices
+    a, b, c = _rand(33, 65), _rand(65, 17), _rand(17)
+    q = _rand(1, 2, 8, 16)
+    x, y, z, qn = (t.to(d1) for t in (a, b, c, q))
+    torch.npu.set_device(d0)
+    on_d0 = torch.npu.memory_allocated(d0)
+    results = {
+        "aten::mm": (lambda: torch.mm(x, y), torch.mm(a, b)),
+        "aten::addmm": (lambda: torch.addmm(z, x, y), torch.addmm(c, a, b)),
+        "aten::bmm": (lambda: torch.bmm(x[None], y[None]), torch.bmm(a[None], b[None])),
+        FLASH: (lambda: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(qn, qn, qn, 0.0)[0],
+                torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q, 0.0)[0]),
+    }
+    for name, (run, expected) in results.items():
+        got, served = _served(name, run)
+        assert served == 1 and got.device == d1, name
+        _assert_bits(got, expected)
+        assert torch.npu.memory_allocated(d0) == on_d0, name
+    out = torch.empty(0, device=d1)
+    torch.addmm(z, x, y, out=out)
+    assert out.device == d1 and torch.npu.memory_allocated(d0) == on_d0
+    _assert_bits(out, torch.addmm(c, a, b))
+    assert torch.npu.current_device() == d0.index
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16], ids=str)
+def test_gradients_through_the_products_equal_cpu(dtype):
+    x, w, b = _rand(6, 33, dtype=dtype), _rand(17, 33, dtype=dtype, seed=1), _rand(17, dtype=dtype, seed=2)
+    y = _rand(3, 17, 9, dtype=dtype, seed=3)
+
+    def run(device):
+        leaves = [t.detach().to(device).requires_grad_() for t in (x, w, b, y)]
+        xd, wd, bd, yd = leaves
+        h = F.linear(xd, wd, bd)  # addmm, then mm for the gradients
+        out = torch.bmm(h.t().reshape(1, 17, 6).expand(3, 17, 6).transpose(1, 2), yd) + torch.mm(h, wd).sum()
+        out.backward(_rand(*out.shape, dtype=dtype, seed=4).to(device))
+        return [out] + [t.grad for t in leaves]
+
+    before = torch_npu._C._fast_path_counts()
+    got = run("npu")
+    after = torch_npu._C._fast_path_counts()
+    for g, e in zip(got, run("cpu")):
+        _assert_bits(g, e)
+    for name in ("aten::addmm", "aten::mm", "aten::bmm"):
+        assert after[name] > before.get(name, 0), name
 
 
 def test_out_that_is_also_an_input_equals_cpu():

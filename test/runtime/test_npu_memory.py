@@ -141,3 +141,43 @@ def test_allocation_entry_point_of_compiled_code(two_devices):
         torch.npu._empty_strided((1,), (1,), torch.float32, 99)
     with pytest.raises(TypeError, match="size and stride are tuples of ints"):
         torch.npu._empty_strided((1,), (1,), "float32", 0)
+
+
+def test_churn_of_splits_and_merges_keeps_blocks_and_stats_consistent():
+    # Thousands of allocations and frees of mixed sizes split and merge cached blocks over
+    # and over (recycling the allocator's block and set-node memory): every live tensor must
+    # keep its own bytes, and the stats must match what the snapshot shows.
+    gen = torch.Generator().manual_seed(0)
+    sizes = [1, 7, 128, 513, 4096, 65536, 600_000, 3 * MB]
+    live: dict[int, tuple[torch.Tensor, float]] = {}
+    base_allocated = torch.npu.memory_allocated()
+    for step in range(3000):
+        if live and torch.rand(1, generator=gen).item() < 0.45:
+            keys = list(live)
+            del live[keys[int(torch.randint(len(keys), (1,), generator=gen))]]
+            continue
+        n = sizes[int(torch.randint(len(sizes), (1,), generator=gen))]
+        t = torch.empty(n, dtype=torch.uint8, device="npu")
+        t.fill_(step % 251)
+        live[step] = (t, step % 251)
+        del t
+    for t, value in live.values():
+        assert bool((t.cpu() == value).all())
+    del t
+    starts = sorted((t.data_ptr(), t.data_ptr() + t.numel()) for t, _ in live.values())
+    assert all(end <= nxt for (_, end), (nxt, _) in zip(starts, starts[1:])), "live tensors overlap"
+    stats = torch.npu.memory_stats()
+    device = torch.npu.current_device()
+    snapshot = [s for s in torch.npu.memory_snapshot() if s["device"] == device]
+    assert stats["allocated_bytes.all.current"] == torch.npu.memory_allocated()
+    assert sum(s["allocated_size"] for s in snapshot) == torch.npu.memory_allocated()
+    assert sum(s["total_size"] for s in snapshot) == torch.npu.memory_reserved()
+    assert stats["active.all.current"] == sum(b["state"] == "active_allocated" for s in snapshot for b in s["blocks"])
+    # Free pages of expandable segments are never "inactive split" (they can be released).
+    split_segments = [s for s in snapshot if len(s["blocks"]) > 1 and not s["is_expandable"]]
+    inactive_split = sum(b["state"] == "inactive" for s in split_segments for b in s["blocks"])
+    assert stats["inactive_split.all.current"] == inactive_split
+    live.clear()
+    assert torch.npu.memory_allocated() == base_allocated
+    torch.npu.empty_cache()
+    assert torch.npu.memory_reserved() == sum(s["total_size"] for s in torch.npu.memory_snapshot() if s["device"] == device)

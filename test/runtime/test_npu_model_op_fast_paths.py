@@ -1,10 +1,12 @@
 """Layer norm, softmax/log-softmax, gelu, index_select, embedding's backward, sum/mean over
-dims and the backward kernels transformer training runs have unboxed npu kernels that call
-the CPU kernel on CPU aliases when nothing observes or captures, and hand every other call
-to the operator fallback (docs/runtime.md, "Fast paths").
+dims and the backward kernels transformer training runs have unboxed npu kernels that run
+the CPU implementation when nothing observes or captures (on the npu tensors themselves
+where it cannot tell them from cpu tensors, else on CPU aliases), and hand every other call
+to the operator fallback (docs/runtime.md).
 
-Each case runs forward and backward on npu and on cpu from the same values and compares
-every result and gradient bit for bit, strides included; ``torch_npu._C._fast_path_counts()``
+Each case runs forward and backward on npu and on cpu from the same values (sliced and
+transposed inputs keep their strides on npu) and compares every result and gradient bit for
+bit, strides included; ``torch_npu._C._fast_path_counts()``
 shows the fast path served the npu calls, and stood aside while the profiler watched.
 """
 import pytest
@@ -47,16 +49,50 @@ def _log_softmax(dtype):
     return (_rand(4, 3, 5, dtype=dtype).transpose(1, 2),), lambda x: torch.log_softmax(x, dim=1)
 
 
+def _layer_norm_one_row(dtype):
+    x, w, b = _rand(1, 64, dtype=dtype), _rand(64, dtype=dtype, seed=1), _rand(64, dtype=dtype, seed=2)
+    return (x, w, b), lambda x, w, b: F.layer_norm(x, (64,), w, b)
+
+
+def _layer_norm_float_params(dtype):
+    # a reduced-precision input with float32 weight and bias: the CPU kernel's mixed-type path
+    params = torch.float32 if dtype in (torch.bfloat16, torch.float16) else dtype
+    x, w, b = _rand(4, 3, 16, dtype=dtype), _rand(3, 16, dtype=params, seed=1), _rand(3, 16, dtype=params, seed=2)
+    return (x, w, b), lambda x, w, b: F.layer_norm(x, (3, 16), w, b)
+
+
+def _softmax_inner_dim(dtype):
+    return (_rand(3, 9, 4, dtype=dtype)[:, ::2],), lambda x: torch.softmax(x, dim=1) * torch.log_softmax(x, dim=0)
+
+
+def _softmax_0dim(dtype):
+    return (_rand(dtype=dtype),), lambda x: torch.softmax(x, dim=0) + torch.log_softmax(x, dim=-1)
+
+
 def _gelu(dtype):
     return (_rand(4, 9, dtype=dtype),), lambda x: F.gelu(x)
+
+
+def _gelu_sliced(dtype):
+    return (_rand(4, 18, dtype=dtype)[:, ::2],), lambda x: F.gelu(x, approximate="tanh") + F.gelu(x)
 
 
 def _gelu_tanh(dtype):
     return (_rand(4, 9, dtype=dtype),), lambda x: F.gelu(x, approximate="tanh")
 
 
+def _gelu_strided(dtype):
+    # not contiguous (and kept so by .to()): the CPU implementation takes GeluKernel's
+    # strided loop, not oneDNN, on cpu too
+    return (_rand(9, 4, dtype=dtype).t(),), lambda x: F.gelu(x)
+
+
 def _tanh_silu(dtype):
     return (_rand(6, 5, dtype=dtype),), lambda x: torch.tanh(x) * F.silu(x)
+
+
+def _tanh_silu_sliced(dtype):
+    return (_rand(6, 10, dtype=dtype)[:, ::2].t(),), lambda x: torch.tanh(x) + F.silu(x)
 
 
 def _embedding(dtype):
@@ -75,6 +111,16 @@ def _index_select(dtype):
     return (_rand(5, 3, dtype=dtype), torch.tensor([4, 0, 0, 2])), lambda x, i: torch.index_select(x, 0, i)
 
 
+def _index_select_strided(dtype):
+    # a transposed source, a sliced int32 index, dim 1, a repeated row
+    index = torch.tensor([3, 9, 0, 7, 0, 2], dtype=torch.int32)[::2]
+    return (_rand(6, 5, dtype=dtype).t(), index), lambda x, i: torch.index_select(x, 1, i)
+
+
+def _index_select_scalar_index(dtype):
+    return (_rand(4, 3, 2, dtype=dtype), torch.tensor(1)), lambda x, i: torch.index_select(x, 2, i)
+
+
 def _sum_mean(dtype):
     return (_rand(3, 4, 5, dtype=dtype),), lambda x: x.sum(dim=(0, 2), keepdim=True) + x.mean(dim=1).sum(1)
 
@@ -88,31 +134,46 @@ CASES = {
     # name: (inputs and function, fast paths the npu forward and backward must take)
     "layer_norm": (_layer_norm, ["aten::native_layer_norm", "aten::native_layer_norm_backward"]),
     "layer_norm_no_affine": (_layer_norm_no_affine, ["aten::native_layer_norm", "aten::native_layer_norm_backward"]),
+    "layer_norm_one_row": (_layer_norm_one_row, ["aten::native_layer_norm", "aten::native_layer_norm_backward"]),
+    "layer_norm_float_params": (_layer_norm_float_params,
+                                ["aten::native_layer_norm", "aten::native_layer_norm_backward"]),
     "softmax": (_softmax, ["aten::_softmax", "aten::_softmax_backward_data"]),
+    "softmax_inner_dim": (_softmax_inner_dim, ["aten::_softmax", "aten::_softmax_backward_data",
+                                               "aten::_log_softmax", "aten::_log_softmax_backward_data"]),
+    "softmax_0dim": (_softmax_0dim, ["aten::_softmax", "aten::_log_softmax"]),
     "log_softmax": (_log_softmax, ["aten::_log_softmax", "aten::_log_softmax_backward_data"]),
     "gelu": (_gelu, ["aten::gelu", "aten::gelu_backward"]),
     "gelu_tanh": (_gelu_tanh, ["aten::gelu", "aten::gelu_backward"]),
+    "gelu_strided": (_gelu_strided, ["aten::gelu", "aten::gelu_backward"]),
+    "gelu_sliced": (_gelu_sliced, ["aten::gelu", "aten::gelu_backward"]),
     "tanh_silu": (_tanh_silu, ["aten::tanh_backward", "aten::silu_backward"]),
+    "tanh_silu_sliced": (_tanh_silu_sliced, ["aten::tanh_backward", "aten::silu_backward"]),
     "embedding": (_embedding, ["aten::index_select", "aten::embedding_dense_backward"]),
     "embedding_padding": (_embedding_padding, ["aten::embedding_dense_backward"]),
     "index_select": (_index_select, ["aten::index_select"]),
+    "index_select_strided": (_index_select_strided, ["aten::index_select"]),
+    "index_select_scalar_index": (_index_select_scalar_index, ["aten::index_select"]),
     "sum_mean": (_sum_mean, ["aten::sum.dim_IntList", "aten::mean.dim"]),
     "sdpa": (_sdpa, ["aten::_scaled_dot_product_flash_attention_for_cpu_backward"]),
 }
 
 
+def _on(device, t):
+    # strides kept, also those .to() would make dense (a sliced input stays sliced)
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device).copy_(t)
+
+
 def _run(case, dtype, device):
     make, _ = CASES[case]
     inputs, fn = make(dtype)
-    leaves = [t.to(device).requires_grad_(t.is_floating_point()) if t.is_floating_point() else t.to(device)
-              for t in inputs]
+    leaves = [_on(device, t).requires_grad_(t.is_floating_point()) for t in inputs]
     out = fn(*leaves)
     grad = _rand(*out.shape, dtype=out.dtype, seed=11).to(device)
     out.backward(grad)
     return out, [t.grad for t in leaves if t.is_floating_point()]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_forward_and_gradients_equal_cpu_bits_through_the_fast_paths(case, dtype):
     before = _counts()
@@ -125,6 +186,71 @@ def test_forward_and_gradients_equal_cpu_bits_through_the_fast_paths(case, dtype
         _assert_bits(npu_grad, cpu_grad)
     for name in CASES[case][1]:
         assert after.get(name, 0) > before.get(name, 0), f"{name} did not take its fast path"
+
+
+def _cpu_and_npu_errors(fn, *args):
+    with pytest.raises(Exception) as cpu_error:
+        fn(*args)
+    with pytest.raises(Exception) as npu_error:
+        fn(*(a.npu() if isinstance(a, torch.Tensor) else a for a in args))
+    assert npu_error.type is cpu_error.type
+    return str(cpu_error.value), str(npu_error.value)
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: torch.ops.aten._softmax(x, 1, True),  # no half-to-float softmax on cpu
+    lambda x: torch.ops.aten._log_softmax(x, 1, True),
+    lambda x: torch.ops.aten._softmax(x, 2, False),
+    lambda x: F.layer_norm(x, (4,)),
+    lambda x: torch.ops.aten.native_layer_norm(x, (5,), x.new_ones(4), None, 1e-5),
+    lambda x: torch.ops.aten._softmax_backward_data(x, x[:, :2], 1, torch.float32),
+    lambda x: torch.index_select(x, 1, torch.tensor([0, 5], device=x.device)),
+    lambda x: torch.index_select(x, 1, torch.tensor([0.0], device=x.device)),
+    lambda x: torch.index_select(x, 2, torch.tensor([0], device=x.device)),
+], ids=["softmax_half_to_float", "log_softmax_half_to_float", "softmax_dim", "layer_norm_shape",
+        "layer_norm_weight", "softmax_backward_sizes", "index_out_of_range", "float_index", "index_dim"])
+def test_errors_are_cpu_errors(call):
+    x = _rand(3, 5)
+    cpu_message, npu_message = _cpu_and_npu_errors(call, x)
+    assert npu_message == cpu_message
+
+
+def test_gelu_backward_of_two_dtypes_equals_cpu():
+    grad, x = _rand(4, 9, dtype=torch.float64), _rand(4, 9, seed=1)
+    call = torch.ops.aten.gelu_backward
+    _assert_bits(call(grad.npu(), x.npu(), approximate="tanh"), call(grad, x, approximate="tanh"))
+    # the exact gelu of float32 goes to oneDNN, which refuses the float64 gradient
+    cpu_message, npu_message = _cpu_and_npu_errors(lambda g, x: call(g, x, approximate="none"), grad, x)
+    assert npu_message == cpu_message
+
+
+@pytest.mark.parametrize("op", [torch.ops.aten.tanh_backward, torch.ops.aten.silu_backward], ids=str)
+def test_activation_backward_of_two_dtypes_equals_cpu(op):
+    grad, x = _rand(4, 9, dtype=torch.float64), _rand(4, 9, seed=1)
+    _assert_bits(op(grad.npu(), x.npu()), op(grad, x))
+    _assert_bits(op(x.npu(), grad.npu()), op(x, grad))
+
+
+def test_empty_inputs_equal_cpu():
+    for fn in (lambda x: torch.softmax(x, 1), lambda x: torch.log_softmax(x, 0), lambda x: F.layer_norm(x, (5,)),
+               lambda x: F.layer_norm(x, (0, 5))):
+        x = torch.empty(0, 5)
+        _assert_bits(fn(x.npu()), fn(x))
+
+
+def test_a_second_device_allocates_there(two_devices):
+    d0, d1 = two_devices
+    torch.npu.set_device(d0)
+    on_d0 = torch.npu.memory_allocated(d0)
+    for case in ("layer_norm", "softmax", "log_softmax", "embedding"):
+        npu_out, npu_grads = _run(case, torch.float32, d1)
+        cpu_out, cpu_grads = _run(case, torch.float32, "cpu")
+        assert npu_out.device == d1 and all(g.device == d1 for g in npu_grads)
+        _assert_bits(npu_out, cpu_out)
+        for npu_grad, cpu_grad in zip(npu_grads, cpu_grads):
+            _assert_bits(npu_grad, cpu_grad)
+        assert torch.npu.memory_allocated(d0) == on_d0, case
+    assert torch.npu.current_device() == d0.index
 
 
 def test_the_npu_profiler_sends_the_calls_to_the_fallback_with_the_same_bits():

@@ -2,6 +2,7 @@
 // registers the backend (hooks, allocator redirect); the device itself initialises on
 // first use.
 #include "torch_npu/csrc/aten/convolution.h"
+#include "torch_npu/csrc/aten/deferred_registrations.h"
 #include "torch_npu/csrc/aten/fallback.h"
 #include "torch_npu/csrc/aten/fast_path.h"
 #include "torch_npu/csrc/runtime/device_memory_file.h"
@@ -360,6 +361,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_init", &lazy_init);
   m.def("_is_initialized", &is_initialized);
   m.def("_is_in_bad_fork", &in_bad_fork);
+  // The autocast kernels, registered on first use (aten/deferred_registrations.h).
+  m.def("_register_autocast_kernels", &register_autocast_kernels);
   // Calls served by each unboxed fast path since start-up (docs/runtime.md), by operator.
   m.def("_fast_path_counts", []() {
     std::map<std::string, int64_t> counts;

@@ -24,6 +24,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/Parallel.h>
 #include <ATen/native/ConvUtils.h>
 #include <torch/library.h>
 
@@ -182,6 +183,70 @@ at::MemoryFormat cpu_kernel_memory_format(const at::Tensor& input, const at::Ten
   return at::native::_determine_backend_memory_format(in, w, backend);
 }
 
+// The key of a convolution's geometry: everything `cpu_kernel_memory_format` reads. ATen's
+// backend rule reads the tensors' metadata (dtype, sizes, strides), the parameters and three
+// pieces of global state (oneDNN and NNPACK switched on, the intra-op thread count: oneDNN's
+// choice for 1x1 filters depends on it), so equal keys give equal answers.
+using GeometryKey = c10::SmallVector<int64_t, 64>;
+
+void append_tensor(GeometryKey& key, const at::Tensor& t) {
+  if (!t.defined()) {
+    key.push_back(-1);
+    return;
+  }
+  key.push_back(static_cast<int64_t>(t.scalar_type()));
+  key.push_back(t.dim());
+  key.append(t.sizes().begin(), t.sizes().end());
+  key.append(t.strides().begin(), t.strides().end());
+}
+
+void append_ints(GeometryKey& key, at::IntArrayRef values) {
+  key.push_back(static_cast<int64_t>(values.size()));
+  key.append(values.begin(), values.end());
+}
+
+GeometryKey geometry_key(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+                         at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                         at::IntArrayRef output_padding, int64_t groups) {
+  GeometryKey key;
+  append_tensor(key, input);
+  append_tensor(key, weight);
+  append_tensor(key, bias);
+  append_ints(key, stride);
+  append_ints(key, padding);
+  append_ints(key, dilation);
+  append_ints(key, output_padding);
+  key.push_back(transposed);
+  key.push_back(groups);
+  const auto& ctx = at::globalContext();
+  key.push_back(ctx.userEnabledMkldnn());
+  key.push_back(ctx.userEnabledNNPACK());
+  key.push_back(at::get_num_threads());
+  return key;
+}
+
+// `cpu_kernel_memory_format`, remembered per geometry. Asking ATen's rule builds three probe
+// tensors and runs the backend selection (~1.5 us, as much as the rest of the npu call
+// around the CPU kernel); a compiled graph asks for the same few geometries on every run.
+// Per thread, so no lock; a model has a handful of convolution geometries, and a thread that
+// sees more than the cache holds starts it again.
+at::MemoryFormat cached_cpu_kernel_memory_format(const at::Tensor& input, const at::Tensor& weight,
+                                                 const at::Tensor& bias, at::IntArrayRef stride,
+                                                 at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                                                 at::IntArrayRef output_padding, int64_t groups) {
+  constexpr size_t kCachedGeometries = 64;
+  thread_local std::vector<std::pair<GeometryKey, at::MemoryFormat>> cache;
+  GeometryKey key = geometry_key(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+  for (const auto& entry : cache) {
+    if (entry.first == key) return entry.second;
+  }
+  const at::MemoryFormat fmt =
+      cpu_kernel_memory_format(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+  if (cache.size() >= kCachedGeometries) cache.clear();
+  cache.emplace_back(std::move(key), fmt);
+  return fmt;
+}
+
 at::Tensor cpu_convolution_host_layout(const at::Tensor& input, const at::Tensor& weight,
                                        const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                        at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
@@ -238,8 +303,9 @@ at::Tensor npu_convolution_host_layout(const at::Tensor& input, const at::Tensor
   // that layout, so the conversion is a no-op; it is applied anyway so that a kernel and a
   // rule that ever disagreed could not make compiled code read the buffer with wrong
   // strides. Captured, the output is allocated from a meta convolution, which answers for
-  // the meta device: the conversion gives it the same layout.
-  const at::MemoryFormat fmt = cpu_kernel_memory_format(input, weight, b, s, p, d, transposed, op, groups);
+  // the meta device: the conversion gives it the same layout. The rule's answer is cached by
+  // geometry (see `cached_cpu_kernel_memory_format`).
+  const at::MemoryFormat fmt = cached_cpu_kernel_memory_format(input, weight, b, s, p, d, transposed, op, groups);
   return run_on_device("npu::_convolution_host_layout", {input, weight, b}, {"input", "weight", "bias"},
                        [=](const std::vector<at::Tensor>& t) {
     std::optional<at::Tensor> bb = t[2].defined() ? std::optional<at::Tensor>(t[2]) : std::nullopt;

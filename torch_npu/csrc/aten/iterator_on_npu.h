@@ -10,19 +10,7 @@
 // fast_path.h says when a fast path may serve a call.
 #pragma once
 
-// DispatchStub's CPU kernel table (its members and the parameters of its look-up) depends
-// on the CPU capabilities torch was built for. Calling a stub's CPU kernel from here needs
-// the table libtorch has: on x86-64 torch builds AVX2 and AVX512 kernels. (Built for
-// another layout, the extension fails to load with an undefined DispatchStubImpl symbol.)
-#if defined(__x86_64__) || defined(_M_X64)
-#ifndef HAVE_AVX512_CPU_DEFINITION
-#define HAVE_AVX512_CPU_DEFINITION
-#endif
-#ifndef HAVE_AVX2_CPU_DEFINITION
-#define HAVE_AVX2_CPU_DEFINITION
-#endif
-#endif
-#include <ATen/native/DispatchStub.h>
+#include "torch_npu/csrc/aten/cpu_dispatch_stub.h"  // first: see there
 
 #include "torch_npu/csrc/aten/cpu_aliases.h"
 #include "torch_npu/csrc/aten/fast_path.h"

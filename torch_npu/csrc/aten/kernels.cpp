@@ -6,6 +6,7 @@
 // device memory, and hands the outputs back as npu tensors. Eager npu results are
 // therefore exactly the CPU results.
 #include "torch_npu/csrc/aten/cuda_dtype_widening.h"
+#include "torch_npu/csrc/aten/deferred_registrations.h"
 #include "torch_npu/csrc/aten/fallback.h"
 #include "torch_npu/csrc/aten/fast_path.h"
 #include "torch_npu/csrc/aten/random_draws.h"
@@ -31,6 +32,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <mutex>
 
 namespace torch_npu {
 
@@ -521,10 +523,6 @@ at::Scalar npu_local_scalar_dense(const at::Tensor& self) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&npu_fallback>());
-}
-
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(npu_empty));
   m.impl("empty_strided", TORCH_FN(npu_empty_strided));
@@ -570,17 +568,27 @@ void route_composites_with_cpu_kernels_to_fallback(torch::Library& m, c10::Dispa
   }
 }
 
-// Operators with both a CPU kernel and a generic composite one: npu would otherwise get
-// the composite (for native_group_norm/native_layer_norm a different formula, off by more
-// than the reduced-precision tolerance), while npu promises the CPU kernel's results.
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  register_matmul_attention_fast_paths(m);
-  register_model_op_fast_paths(m);
-  register_elementwise_fast_paths(m);
-  register_comparison_fast_paths(m);
-  register_fill_copy_fast_paths(m);
-  register_cat_fast_path(m);
-  route_composites_with_cpu_kernels_to_fallback(m, c10::DispatchKey::CPU, c10::DispatchKey::PrivateUse1);
+// The fast paths, then the operators with both a CPU kernel and a generic composite one:
+// npu would otherwise get the composite (for native_group_norm/native_layer_norm a
+// different formula, off by more than the reduced-precision tolerance), while npu promises
+// the CPU kernel's results. Registered at the device's initialisation
+// (deferred_registrations.h), after every kernel the library registers when it loads.
+void register_dense_fallback() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Never destroyed: the registrations last as long as the process, and the exit skips
+    // recomputing every operator's table to remove them.
+    auto* fallback = new torch::Library(torch::Library::IMPL, "_", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&npu_fallback>());
+    auto* m = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    register_matmul_attention_fast_paths(*m);
+    register_model_op_fast_paths(*m);
+    register_elementwise_fast_paths(*m);
+    register_comparison_fast_paths(*m);
+    register_fill_copy_fast_paths(*m);
+    register_cat_fast_path(*m);
+    route_composites_with_cpu_kernels_to_fallback(*m, c10::DispatchKey::CPU, c10::DispatchKey::PrivateUse1);
+  });
 }
 
 }  // namespace torch_npu

@@ -6,12 +6,15 @@
 // each sparse argument crosses as a SparseCPU tensor over CPU aliases of its indices and
 // values (no copy), the SparseCPU kernel runs, and sparse results come back as npu sparse
 // tensors over the device memory the kernel wrote.
+#include "torch_npu/csrc/aten/deferred_registrations.h"
 #include "torch_npu/csrc/aten/fallback.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/SparseTensorImpl.h>
 #include <torch/library.h>
+
+#include <mutex>
 
 namespace torch_npu {
 namespace {
@@ -48,20 +51,24 @@ void assign_sparse(const at::Tensor& npu, const at::Tensor& cpu, const at::Tenso
   dst->set_coalesced(src->coalesced());
 }
 
-TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&npu_fallback>());
-}
-
-TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_compressed_layout>());
-}
-
-// Operators with a SparseCPU kernel and a composite one: for SparsePrivateUse1 the
-// dispatcher would pick the composite (dense code, or a "expected sparse layout" error,
-// as for indices() and is_coalesced()), so they are sent to the fallback explicitly.
-// Registered from the operators ATen has at load time, which is every aten operator.
-TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
-  route_composites_with_cpu_kernels_to_fallback(m, c10::DispatchKey::SparseCPU, c10::DispatchKey::SparsePrivateUse1);
+// Registered at the device's initialisation (deferred_registrations.h). Operators with a
+// SparseCPU kernel and a composite one: for SparsePrivateUse1 the dispatcher would pick the
+// composite (dense code, or a "expected sparse layout" error, as for indices() and
+// is_coalesced()), so they are sent to the fallback explicitly, chosen from every aten
+// operator.
+void register_sparse_fallbacks() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Never destroyed, as the dense fallback's libraries (kernels.cpp).
+    auto* sparse = new torch::Library(torch::Library::IMPL, "_", c10::DispatchKey::SparsePrivateUse1, __FILE__, __LINE__);
+    sparse->fallback(torch::CppFunction::makeFromBoxedFunction<&npu_fallback>());
+    auto* compressed =
+        new torch::Library(torch::Library::IMPL, "_", c10::DispatchKey::SparseCsrPrivateUse1, __FILE__, __LINE__);
+    compressed->fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_compressed_layout>());
+    auto* routed = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::SparsePrivateUse1, __FILE__, __LINE__);
+    route_composites_with_cpu_kernels_to_fallback(*routed, c10::DispatchKey::SparseCPU,
+                                                  c10::DispatchKey::SparsePrivateUse1);
+  });
 }
 
 }  // namespace torch_npu

@@ -29,11 +29,13 @@
 #include "torch_npu/csrc/observe/npu_observe.h"
 #include "torch_npu/csrc/runtime/env_settings.h"
 #include "torch_npu/csrc/runtime/device_memory_file.h"
+#include "torch_npu/csrc/runtime/node_free_list.h"
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
+#include <c10/util/flat_hash_map.h>
 #include <c10/util/llvmMathExtras.h>
 
 #include <sys/mman.h>
@@ -201,15 +203,22 @@ struct Block;
 struct PrivatePool;
 struct ExpandableSegment;
 
-bool size_less(const Block* a, const Block* b);
-bool address_less(const Block* a, const Block* b);
-using SizeOrdered = std::set<Block*, bool (*)(const Block*, const Block*)>;
+// Orders of the block sets, as types so that the comparisons inline into the set's search.
+struct BySize {
+  bool operator()(const Block* a, const Block* b) const;
+};
+struct ByAddress {
+  bool operator()(const Block* a, const Block* b) const;
+};
+// The sets of free blocks: every operator's output takes a block from one and its free puts
+// one back, so their tree nodes come from a free list instead of malloc (set_node_cache.h).
+using SizeOrdered = std::set<Block*, BySize, CachedNodeAllocator<Block*>>;
+using AddressOrdered = std::set<Block*, ByAddress, CachedNodeAllocator<Block*>>;
 
 struct BlockPool {
-  BlockPool(bool small, PrivatePool* owner_pool)
-      : blocks(&size_less), unmapped(&address_less), is_small(small), owner(owner_pool) {}
-  SizeOrdered blocks;    // free, mapped blocks
-  SizeOrdered unmapped;  // unmapped address ranges of expandable segments
+  BlockPool(bool small, PrivatePool* owner_pool) : is_small(small), owner(owner_pool) {}
+  SizeOrdered blocks;       // free, mapped blocks
+  AddressOrdered unmapped;  // unmapped address ranges of expandable segments
   bool is_small;
   PrivatePool* owner;
   int64_t get_free_blocks_call_count = 0;
@@ -221,6 +230,13 @@ struct Block {
       : device(d), stream(s), size(n), pool(p), ptr(address) {}
   // Search key.
   Block(c10::DeviceIndex d, int64_t s, size_t n) : device(d), stream(s), size(n), pool(nullptr), ptr(nullptr) {}
+  // Blocks are made and dropped on most allocations and frees (splits, merges), always
+  // under the allocator's mutex: their memory is recycled (node_free_list.h).
+  static void* operator new(size_t bytes) {
+    TORCH_INTERNAL_ASSERT(bytes == sizeof(Block));
+    return ChunkFreeList<sizeof(Block)>::take();
+  }
+  static void operator delete(void* p) { ChunkFreeList<sizeof(Block)>::give(p); }
   c10::DeviceIndex device;
   int64_t stream;
   size_t size;
@@ -246,12 +262,12 @@ struct Block {
   }
 };
 
-bool size_less(const Block* a, const Block* b) {
+inline bool BySize::operator()(const Block* a, const Block* b) const {
   if (a->stream != b->stream) return a->stream < b->stream;
   if (a->size != b->size) return a->size < b->size;
   return reinterpret_cast<uintptr_t>(a->ptr) < reinterpret_cast<uintptr_t>(b->ptr);
 }
-bool address_less(const Block* a, const Block* b) {
+inline bool ByAddress::operator()(const Block* a, const Block* b) const {
   if (a->stream != b->stream) return a->stream < b->stream;
   return reinterpret_cast<uintptr_t>(a->ptr) < reinterpret_cast<uintptr_t>(b->ptr);
 }
@@ -382,7 +398,8 @@ std::mutex& g_mutex = *new std::mutex;
 std::vector<std::unique_ptr<DeviceCache>>& g_caches = *new std::vector<std::unique_ptr<DeviceCache>>;
 bool g_initialized = false;
 // Allocated blocks by address: a DataPtr's context is its address, as raw allocations need.
-std::unordered_map<void*, Block*>& g_live = *new std::unordered_map<void*, Block*>;
+// Open addressing: no heap node per allocation.
+ska::flat_hash_map<void*, Block*>& g_live = *new ska::flat_hash_map<void*, Block*>;
 // Address ranges of device memory (segments and expandable reservations): base -> end, device.
 std::map<uintptr_t, std::pair<uintptr_t, c10::DeviceIndex>>& g_ranges =
     *new std::map<uintptr_t, std::pair<uintptr_t, c10::DeviceIndex>>;

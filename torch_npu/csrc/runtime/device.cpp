@@ -4,6 +4,7 @@
 // Like CUDA, a process forked from one that initialised npu cannot use npu: a real
 // driver's state does not survive fork, and the simulator must not hide the bugs that
 // real hardware exposes. The child learns it on first use, with the fix (spawn).
+#include "torch_npu/csrc/aten/deferred_registrations.h"
 #include "torch_npu/csrc/runtime/env_settings.h"
 #include "torch_npu/csrc/runtime/device.h"
 #include "torch_npu/csrc/runtime/device_model.h"
@@ -111,6 +112,11 @@ void lazy_init() {
     device_count();
     device_profile();  // a bad TORCH_NPU_DEVICE_MODEL or PYTORCH_NPU_ALLOC_CONF fails here, clearly
     init_allocator();
+    // Before the first npu tensor exists: every operator's npu entries
+    // (aten/deferred_registrations.h).
+    register_dense_fallback();
+    register_sparse_fallbacks();
+    register_autocast_kernels();
     // Children forked from now on are in a bad fork, for our kernels and for torch's
     // Python-level lazy initialisation (torch.npu._is_in_bad_fork, torch.manual_seed).
     pthread_atfork(nullptr, nullptr, &mark_forked_child);

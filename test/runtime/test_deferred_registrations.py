@@ -1,0 +1,169 @@
+"""The registrations that touch every operator (the npu, sparse COO, compressed-layout
+and autocast fallbacks with their routed operators) are made on first use, not at
+``import torch_npu``; each case runs in a fresh interpreter so that nothing made them
+before, and checks that the first use behaves as it did with them made at import."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+# The backend fallbacks torch_npu registers, by dispatch key, as _dispatch_dump_table shows
+# them for an operator with no kernel at all.
+PRELUDE = """
+import json, torch, torch_npu
+
+KEYS = ("PrivateUse1", "SparsePrivateUse1", "SparseCsrPrivateUse1", "AutocastPrivateUse1")
+PROBE = torch.library.Library("deferred_registrations_probe", "DEF")
+PROBE.define("no_kernels(Tensor x) -> Tensor")
+
+def npu_fallbacks():
+    table = torch._C._dispatch_dump_table("deferred_registrations_probe::no_kernels")
+    return sorted(key for key in KEYS for line in table.splitlines()
+                  if line.startswith(key + ":") and "torch_npu" in line and "[backend fallback]" in line)
+
+def routed():
+    # native_layer_norm has a CPU kernel and a composite one: npu routes it to the fallback.
+    return torch._C._dispatch_has_kernel_for_dispatch_key("aten::native_layer_norm", "PrivateUse1")
+
+def report(**values):
+    print(json.dumps(values))
+"""
+
+
+def _run(code: str) -> dict:
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", TORCH_NPU_MEMORY_CAPACITY_MB="64")
+    result = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code)], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+ALL_KEYS = ["AutocastPrivateUse1", "PrivateUse1", "SparseCsrPrivateUse1", "SparsePrivateUse1"]
+
+
+def test_import_registers_no_fallback_and_the_first_tensor_registers_all():
+    out = _run("""
+        at_import = (npu_fallbacks(), routed())
+        x = torch.arange(6.0, device="npu").reshape(2, 3)
+        report(at_import=at_import, after=(npu_fallbacks(), routed()),
+               cumsum=x.cumsum(1).cpu().tolist(), want=x.cpu().cumsum(1).tolist())
+    """)
+    assert out["at_import"] == [[], False]
+    assert out["after"] == [ALL_KEYS, True]
+    assert out["cumsum"] == out["want"]
+
+
+def test_autocast_before_any_npu_tensor_registers_only_autocast():
+    out = _run("""
+        import torch.nn.functional as F
+        a = torch.randn(8, 8)
+        b = torch.randn(8, 8)
+        with torch.autocast("npu", dtype=torch.float16):
+            registered = npu_fallbacks()
+            initialized = torch.npu.is_initialized()
+            an, bn = a.npu(), b.npu()
+            mm = an @ bn
+            soft = F.softmax(an.half(), dim=1)  # an fp32 op: runs in float32
+            added = an + bn  # no autocast policy: falls through, stays float32
+        want_mm = (a.half() @ b.half()).float()
+        report(registered=registered, initialized=initialized,
+               mm_dtype=str(mm.dtype), mm_equal=torch.equal(mm.float().cpu(), want_mm),
+               soft_dtype=str(soft.dtype),
+               soft_close=torch.allclose(soft.cpu(), F.softmax(a.half().float(), dim=1)),
+               added_dtype=str(added.dtype), added_equal=torch.equal(added.cpu(), a + b))
+    """)
+    assert out["registered"] == ["AutocastPrivateUse1"]
+    assert out["initialized"] is False
+    assert out["mm_dtype"] == "torch.float16" and out["mm_equal"]
+    assert out["soft_dtype"] == "torch.float32" and out["soft_close"]
+    assert out["added_dtype"] == "torch.float32" and out["added_equal"]
+
+
+def test_set_autocast_enabled_directly_after_the_first_tensor():
+    # torch.set_autocast_enabled reaches no npu code: the device's initialisation made the
+    # autocast kernels already.
+    out = _run("""
+        a = torch.randn(4, 4).npu()
+        torch.set_autocast_enabled("npu", True)
+        try:
+            mm = a @ a
+            total = a.sum()
+        finally:
+            torch.set_autocast_enabled("npu", False)
+        report(mm=str(mm.dtype), total=str(total.dtype))
+    """)
+    assert out == {"mm": "torch.float16", "total": "torch.float32"}
+
+
+def test_npu_set_autocast_enabled_registers_autocast():
+    out = _run("""
+        torch.npu.set_autocast_enabled(True)
+        registered = npu_fallbacks()
+        torch.npu.set_autocast_enabled(False)
+        report(registered=registered, initialized=torch.npu.is_initialized())
+    """)
+    assert out == {"registered": ["AutocastPrivateUse1"], "initialized": False}
+
+
+def test_autocast_in_a_compiled_function_as_first_npu_use():
+    out = _run("""
+        a = torch.randn(8, 8)
+
+        @torch.compile(backend="aot_eager", fullgraph=True)
+        def f(x):
+            with torch.autocast("npu", dtype=torch.bfloat16):
+                return x @ x
+
+        got = f(a.npu())
+        report(dtype=str(got.dtype), equal=torch.equal(got.cpu(), a.bfloat16() @ a.bfloat16()))
+    """)
+    assert out == {"dtype": "torch.bfloat16", "equal": True}
+
+
+def test_first_npu_call_a_compressed_layout_factory_is_refused_clearly():
+    out = _run("""
+        try:
+            torch.empty(2, 2, device="npu", layout=torch.sparse_csr)
+            error = None
+        except NotImplementedError as e:
+            error = str(e)
+        report(error=error)
+    """)
+    assert out["error"] is not None and "compressed sparse layouts (CSR, CSC, BSR, BSC) are not supported" in out["error"]
+
+
+def test_first_npu_call_a_sparse_coo_tensor():
+    out = _run("""
+        i = torch.tensor([[0, 1, 1], [2, 0, 2]])
+        v = torch.tensor([3.0, 4.0, 5.0])
+        s = torch.sparse_coo_tensor(i, v, (2, 3), device="npu")
+        empty = torch.empty(2, 3, device="npu", layout=torch.sparse_coo)
+        report(dense=s.to_dense().cpu().tolist(), want=torch.sparse_coo_tensor(i, v, (2, 3)).to_dense().tolist(),
+               layout=str(s.layout), empty_layout=str(empty.layout), empty_nnz=empty._nnz(),
+               coalesced=s.coalesce().indices().device.type)
+    """)
+    assert out["dense"] == out["want"]
+    assert out["layout"] == "torch.sparse_coo" and out["empty_layout"] == "torch.sparse_coo"
+    assert out["empty_nnz"] == 0 and out["coalesced"] == "npu"
+
+
+def test_autocast_first_used_inside_an_npu_graph_capture():
+    out = _run("""
+        x = torch.randn(8, 8).npu()
+        w = torch.randn(8, 8).npu()
+        g = torch.npu.NPUGraph()
+        with torch.npu.graph(g):
+            with torch.autocast("npu", dtype=torch.float16):
+                y = x @ w
+        results = []
+        for _ in range(2):
+            new = torch.randn(8, 8)
+            x.copy_(new.npu())
+            g.replay()
+            results.append(torch.equal(y.cpu(), new.half() @ w.cpu().half()))
+        report(dtype=str(y.dtype), results=results)
+    """)
+    assert out == {"dtype": "torch.float16", "results": [True, True]}
