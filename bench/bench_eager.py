@@ -4,7 +4,8 @@ npu kernels run the CPU kernels on the same host memory, so the difference is th
 of the npu dispatch path (device guard, allocator, dispatcher). Each case times blocks
 of calls, alternating cpu and npu blocks, and compares medians. Budgets: a 1-element add,
 mul, relu, tanh, silu, in-place add or multiplication by a Python number, a 1-row layer norm, softmax
-or linear layer (64 features) <= 3x CPU; a 512x512 matmul and a 1M-element pointwise op <= 1.10x CPU.
+or linear layer (64 features), where, masked_fill, comparisons, cos, `to(float)`, zeros and cat <= 3x CPU;
+a 512x512 matmul and a 1M-element pointwise op <= 1.10x CPU.
 
     python bench/bench_eager.py [--samples N] [--calls N] [--threads N] [--only CASE,...] [--json]
 """
@@ -61,6 +62,65 @@ def _case_silu_1(device: str) -> Callable[[], object]:
     return lambda: torch.nn.functional.silu(a)
 
 
+def _case_where_1(device: str) -> Callable[[], object]:
+    a = torch.ones(1, device=device)
+    b = torch.zeros(1, device=device)
+    cond = torch.ones(1, dtype=torch.bool, device=device)
+    return lambda: torch.where(cond, a, b)
+
+
+def _case_where_number_1(device: str) -> Callable[[], object]:
+    # where.ScalarOther: the number becomes a 0-dim tensor of the device first.
+    a = torch.ones(1, device=device)
+    cond = torch.ones(1, dtype=torch.bool, device=device)
+    return lambda: torch.where(cond, a, 0.0)
+
+
+def _case_masked_fill_1(device: str) -> Callable[[], object]:
+    # The functional form: a clone, then masked_fill_.
+    a = torch.ones(1, device=device)
+    mask = torch.ones(1, dtype=torch.bool, device=device)
+    return lambda: a.masked_fill(mask, 0.0)
+
+
+def _case_masked_fill_inplace_1(device: str) -> Callable[[], object]:
+    a = torch.ones(1, device=device)
+    mask = torch.ones(1, dtype=torch.bool, device=device)
+    return lambda: a.masked_fill_(mask, 0.0)
+
+
+def _case_eq_number_1(device: str) -> Callable[[], object]:
+    a = torch.ones(1, device=device)
+    return lambda: a == 0
+
+
+def _case_gt_1(device: str) -> Callable[[], object]:
+    a = torch.ones(1, device=device)
+    b = torch.zeros(1, device=device)
+    return lambda: a > b
+
+
+def _case_cos_1(device: str) -> Callable[[], object]:
+    a = torch.ones(1, device=device)
+    return lambda: torch.cos(a)
+
+
+def _case_to_float_1(device: str) -> Callable[[], object]:
+    # A dtype-converting copy between two tensors of the device (_to_copy: empty, copy_).
+    a = torch.ones(1, dtype=torch.int64, device=device)
+    return lambda: a.to(torch.float32)
+
+
+def _case_zeros_1(device: str) -> Callable[[], object]:
+    return lambda: torch.zeros(1, device=device)
+
+
+def _case_cat_1(device: str) -> Callable[[], object]:
+    a = torch.ones(1, device=device)
+    b = torch.zeros(1, device=device)
+    return lambda: torch.cat([a, b])
+
+
 def _case_layer_norm_1_row(device: str) -> Callable[[], object]:
     gen = torch.Generator().manual_seed(0)
     x, w, b = (torch.randn(*shape, generator=gen).to(device) for shape in ((1, 64), (64,), (64,)))
@@ -101,6 +161,16 @@ CASES = {
     "relu_1_element": (_case_relu_1, 2000, 3.0),
     "tanh_1_element": (_case_tanh_1, 2000, 3.0),
     "silu_1_element": (_case_silu_1, 2000, 3.0),
+    "where_1_element": (_case_where_1, 2000, 3.0),
+    "where_number_1_element": (_case_where_number_1, 2000, 3.0),
+    "masked_fill_1_element": (_case_masked_fill_1, 2000, 3.0),
+    "masked_fill_inplace_1_element": (_case_masked_fill_inplace_1, 2000, 3.0),
+    "eq_number_1_element": (_case_eq_number_1, 2000, 3.0),
+    "gt_1_element": (_case_gt_1, 2000, 3.0),
+    "cos_1_element": (_case_cos_1, 2000, 3.0),
+    "to_float_1_element": (_case_to_float_1, 2000, 3.0),
+    "zeros_1_element": (_case_zeros_1, 2000, 3.0),
+    "cat_1_element": (_case_cat_1, 2000, 3.0),
     "layer_norm_1_row": (_case_layer_norm_1_row, 2000, 3.0),
     "softmax_1_row": (_case_softmax_1_row, 2000, 3.0),
     "linear_1_row": (_case_linear_1_row, 2000, 3.0),
@@ -154,10 +224,10 @@ def main() -> int:
         print(json.dumps({"threads": torch.get_num_threads(), "cases": results}, indent=2))
     else:
         print(f"eager npu vs cpu, median of {args.samples} alternating blocks, {torch.get_num_threads()} threads")
-        print(f"  {'case':<20}{'cpu':>12}{'npu':>12}{'ratio':>9}{'budget':>9}")
+        print(f"  {'case':<30}{'cpu':>12}{'npu':>12}{'ratio':>9}{'budget':>9}")
         for name, r in results.items():
             print(
-                f"  {name:<20}{r['cpu_us']:>10.2f}us{r['npu_us']:>10.2f}us{r['ratio']:>8.2f}x"
+                f"  {name:<30}{r['cpu_us']:>10.2f}us{r['npu_us']:>10.2f}us{r['ratio']:>8.2f}x"
                 f"{r['budget']:>8.2f}x  {'OK' if r['ok'] else 'OVER'}"
             )
     return 0 if all(r["ok"] for r in results.values()) else 1

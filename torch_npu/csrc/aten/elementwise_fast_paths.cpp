@@ -14,7 +14,8 @@
 // (iterator_operand); every other call goes to the operator fallback. All three give cpu's
 // results and cpu's (or CUDA's) errors.
 
-#include "torch_npu/csrc/aten/cpu_dispatch_stub.h"  // first: see there
+// First: it sets up DispatchStub.h for calling the stubs' CPU kernels.
+#include "torch_npu/csrc/aten/iterator_on_npu.h"
 
 #include "torch_npu/csrc/aten/cpu_aliases.h"
 #include "torch_npu/csrc/aten/fallback.h"
@@ -97,45 +98,6 @@ REGISTER_PRIVATEUSE1_DISPATCH(tanh_stub, &torch_npu::tanh_stub_on_host)
 }  // namespace at::native
 
 namespace torch_npu {
-namespace {
-
-// The functional form of structured kernel `Structured` (ATen's CPU one): the iterator's
-// output is a new npu tensor on the current device, of the geometry the iterator asks
-// for (as the generated CPU wrapper's create_out).
-template <typename Structured>
-struct NpuFunctional final : Structured {
-  void set_output_raw_strided(int64_t output_idx, c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                              c10::TensorOptions options) override {
-    const c10::DispatchKeySet keys(c10::DispatchKey::PrivateUse1);
-    output = strides.empty()
-                 ? at::detail::empty_generic(sizes, npu_allocator(), keys, options.dtype().toScalarType(),
-                                             options.memory_format_opt())
-                 : at::detail::empty_strided_generic(sizes, strides, npu_allocator(), keys,
-                                                     options.dtype().toScalarType());
-    Structured::set_output_raw_strided(output_idx, sizes, strides, options);
-  }
-  const at::Tensor& maybe_get_output(int64_t /*output_idx*/) override { return output; }
-  at::Tensor output;
-};
-
-// The in-place form: the output is `self`, checked as the generated in-place wrapper checks
-// it (TensorIterator has refused a mismatch already; this keeps the wrapper's guarantee).
-template <typename Structured>
-struct NpuInPlace final : Structured {
-  explicit NpuInPlace(const at::Tensor& self) : self(self) {}
-  void set_output_raw_strided(int64_t output_idx, c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                              c10::TensorOptions options) override {
-    TORCH_CHECK(options.dtype() == self.dtype(), "Bad in-place call: input tensor dtype ", self.dtype(),
-                " and output tensor dtype ", options.dtype(), " should match");
-    TORCH_CHECK(options.device() == self.device(), "Bad in-place call: input tensor device ", self.device(),
-                " and output tensor device ", options.device(), " should match");
-    TORCH_CHECK(sizes == self.sizes(), "Bad in-place call: input tensor size ", self.sizes(),
-                " and output tensor size ", sizes, " should match");
-    Structured::set_output_raw_strided(output_idx, sizes, strides, options);
-  }
-  const at::Tensor& maybe_get_output(int64_t /*output_idx*/) override { return self; }
-  const at::Tensor& self;
-};
 
 // The device the fast path runs `self (op) other` on, or -1 when the fallback must run it.
 c10::DeviceIndex fast_binary_device(const c10::OperatorHandle& op, const at::Tensor& self, const at::Tensor& other) {
@@ -185,75 +147,15 @@ at::Tensor cpu_side(const at::Tensor& t, CpuAliasSet& aliases) {
   return t.device().type() == kNpu ? aliases.alias(t) : t;
 }
 
-// `self (op) other` with `cpu_kernel`, the CPU kernel of `op`, on CPU aliases.
-template <typename CpuKernel>
-at::Tensor binary_on_cpu_aliases(const at::Tensor& self, const at::Tensor& other, c10::DeviceIndex device,
-                                 CpuKernel cpu_kernel) {
-  // The output is fresh memory, and the CPU kernel checks overlap only between outputs
-  // and inputs: the inputs need no shared CPU storage, so no CpuAliasSet.
-  at::Tensor cpu_self = cpu_alias(self);
-  at::Tensor cpu_other = other.device().type() != kNpu ? other
-                         : other.unsafeGetTensorImpl() == self.unsafeGetTensorImpl() ? cpu_self
-                                                                                       : cpu_alias(other);
-  CurrentDeviceScope device_scope(device);
-  CpuAllocationRedirect redirect(device);
-  return adopt_cpu_result(cpu_kernel(cpu_self, cpu_other), device);
+// relu and the unary operators: one npu tensor.
+c10::DeviceIndex fast_unary_device(const at::Tensor& self) {
+  if (!fast_paths_allowed() || !is_plain_npu(self)) return -1;
+  if (active_capture() != nullptr) return -1;  // last, as in fast_binary_device
+  return self.device().index();
 }
 
-// `self (op)= other` with the in-place CPU kernel on CPU aliases. One CpuAliasSet gives
-// views of one storage one CPU storage, so the CPU kernel's overlap checks see what they
-// see on cpu.
-template <typename CpuKernel>
-void binary_on_cpu_aliases_(const at::Tensor& self, const at::Tensor& other, c10::DeviceIndex device,
-                            CpuKernel cpu_kernel) {
-  CpuAliasSet aliases;
-  at::Tensor cpu_self = aliases.alias(self);
-  at::Tensor cpu_other = cpu_side(other, aliases);
-  CurrentDeviceScope device_scope(device);
-  CpuAllocationRedirect redirect(device);
-  cpu_kernel(cpu_self, cpu_other);  // an in-place kernel never resizes self: a mismatch raises
-}
 
-// One binary operator: its structured kernel (`Structured`, whose impl takes the trailing
-// `extra` arguments, alpha or none), its CPU kernels for the CPU-alias path, and whether
-// its iterator promotes integer inputs to float.
-template <typename Structured, bool integer_to_float>
-struct BinaryFastPath {
-  template <typename CpuKernel, typename... Extra>
-  static at::Tensor functional(const c10::OperatorHandle& op, FastPathCounter& counter, const at::Tensor& self,
-                               const at::Tensor& other, CpuKernel cpu_kernel, const Extra&... extra) {
-    const c10::DeviceIndex device = fast_binary_device(op, self, other);
-    if (device < 0) return run_fallback(op, self, other, extra...).toTensor();
-    counter.hit();
-    at::Tensor converted;
-    const at::Tensor* operand = iterator_operand(self, other, integer_to_float, converted);
-    if (operand == nullptr) return binary_on_cpu_aliases(self, other, device, cpu_kernel);
-    CurrentDeviceScope device_scope(device);  // the output's memory comes from this device
-    NpuFunctional<Structured> kernel;
-    kernel.meta(self, *operand, extra...);
-    kernel.impl(self, *operand, extra..., kernel.output);
-    return std::move(kernel.output);
-  }
-
-  template <typename CpuKernel, typename... Extra>
-  static void in_place(const c10::OperatorHandle& op, FastPathCounter& counter, const at::Tensor& self,
-                       const at::Tensor& other, CpuKernel cpu_kernel, const Extra&... extra) {
-    const c10::DeviceIndex device = fast_binary_device(op, self, other);
-    if (device < 0) {
-      run_fallback(op, self, other, extra...);
-      return;
-    }
-    counter.hit();
-    at::Tensor converted;
-    const at::Tensor* operand = iterator_operand(self, other, integer_to_float, converted);
-    if (operand == nullptr) return binary_on_cpu_aliases_(self, other, device, cpu_kernel);
-    // Nothing is allocated: the iterator writes self, and TensorIterator's overlap checks
-    // compare the npu tensors' own storages.
-    NpuInPlace<Structured> kernel(self);
-    kernel.meta(self, *operand, extra...);
-    kernel.impl(self, *operand, extra..., self);
-  }
-};
+namespace {
 
 #define NPU_FAST_BINARY_WITH_ALPHA(NAME, STRUCTURED)                                                             \
   at::Tensor npu_##NAME(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {             \
@@ -297,12 +199,6 @@ NPU_FAST_BINARY(div, at::native::structured_div_out, true)
 
 // relu and relu_: the CPU kernel (Activation.cpp) refuses bool, then is clamp_min(self, 0),
 // a structured kernel like the ones above; one npu tensor, nothing to convert.
-c10::DeviceIndex fast_unary_device(const at::Tensor& self) {
-  if (!fast_paths_allowed() || !is_plain_npu(self)) return -1;
-  if (active_capture() != nullptr) return -1;  // last, as in fast_binary_device
-  return self.device().index();
-}
-
 at::Tensor npu_relu(const at::Tensor& self) {
   static const c10::OperatorHandle& op = aten_op("aten::relu", "");
   static FastPathCounter counter("aten::relu");
@@ -331,49 +227,6 @@ at::Tensor& npu_relu_(at::Tensor& self) {
   kernel.impl(self, 0, self);
   return self;
 }
-
-// One unary operator: its structured kernel (`Structured`, whose meta and impl take the
-// trailing `extra` arguments, pow's exponent or none). The float operators' iterators
-// promote integer and bool inputs to the default float dtype, a converting copy
-// TensorIterator makes only on cpu: those calls (results or cpu's errors) take the
-// fallback. Everything else the iterator needs is on the npu tensor itself: pow's meta
-// function converts the base to the result dtype (an npu `to`), and its impl fills or
-// copies (npu `fill_`, `copy_`) for the exponents 0 and 1.
-template <typename Structured, bool integer_to_float>
-struct UnaryFastPath {
-  static c10::DeviceIndex device(const at::Tensor& self) {
-    if (integer_to_float && c10::isIntegralType(self.scalar_type(), /*includeBool=*/true)) return -1;
-    return fast_unary_device(self);
-  }
-
-  template <typename... Extra>
-  static at::Tensor functional(const c10::OperatorHandle& op, FastPathCounter& counter, const at::Tensor& self,
-                               const Extra&... extra) {
-    const c10::DeviceIndex on = device(self);
-    if (on < 0) return run_fallback(op, self, extra...).toTensor();
-    counter.hit();
-    CurrentDeviceScope device_scope(on);
-    NpuFunctional<Structured> kernel;
-    kernel.meta(self, extra...);
-    kernel.impl(self, extra..., kernel.output);
-    return std::move(kernel.output);
-  }
-
-  template <typename... Extra>
-  static void in_place(const c10::OperatorHandle& op, FastPathCounter& counter, const at::Tensor& self,
-                       const Extra&... extra) {
-    const c10::DeviceIndex on = device(self);
-    if (on < 0) {
-      run_fallback(op, self, extra...);
-      return;
-    }
-    counter.hit();
-    CurrentDeviceScope device_scope(on);  // pow's conversion of the base allocates
-    NpuInPlace<Structured> kernel(self);
-    kernel.meta(self, extra...);
-    kernel.impl(self, extra..., self);
-  }
-};
 
 #define NPU_FAST_UNARY(NAME, INTEGER_TO_FLOAT)                                                                   \
   at::Tensor npu_##NAME(const at::Tensor& self) {                                                                \

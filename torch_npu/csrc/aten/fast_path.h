@@ -168,6 +168,13 @@ void register_model_op_fast_paths(torch::Library& m);
 // Registers the fast paths of add, sub, mul, div and relu, functional and in place
 // (elementwise_fast_paths.cpp), called at the same place for the same reason.
 void register_elementwise_fast_paths(torch::Library& m);
+// The same for the comparisons, where, masked_fill_, logical_not, bitwise and/or,
+// maximum/minimum and cos, sin, log, reciprocal, erf (comparison_fast_paths.cpp).
+void register_comparison_fast_paths(torch::Library& m);
+// The same for fill_, zero_ and copy_ between npu tensors (fill_copy_fast_paths.cpp).
+void register_fill_copy_fast_paths(torch::Library& m);
+// The same for cat (cat_fast_path.cpp).
+void register_cat_fast_path(torch::Library& m);
 
 // An operator returning a new tensor: `cpu_kernel` (its CPU kernel, arguments in schema
 // order) on the CPU aliases of `args` when the fast path may serve them, else the fallback.

@@ -584,6 +584,9 @@ void register_dense_fallback() {
     register_matmul_attention_fast_paths(*m);
     register_model_op_fast_paths(*m);
     register_elementwise_fast_paths(*m);
+    register_comparison_fast_paths(*m);
+    register_fill_copy_fast_paths(*m);
+    register_cat_fast_path(*m);
     route_composites_with_cpu_kernels_to_fallback(*m, c10::DispatchKey::CPU, c10::DispatchKey::PrivateUse1);
   });
 }
