@@ -6,7 +6,10 @@ side by side in this process, calls of the two sides interleaved so load changes
 
 * ``eager``: npu eager ÷ cpu eager per step on the transformer models: inference (forward,
   no grad), forward+backward (loss and gradients, no optimizer) and a training step
-  (forward, backward, SGD step). SGD is told ``foreach=False`` on both devices: left to
+  (forward, backward, SGD step), and forward+backward with the backward on the calling
+  thread (``torch.autograd.set_multithreading_enabled(False)``), which leaves out the
+  hand-offs to autograd's device thread that PyTorch's engine makes for npu as for CUDA and
+  not for cpu. SGD is told ``foreach=False`` on both devices: left to
   its default it takes the multi-tensor path on npu (as on CUDA: torch picks it for
   accelerators) and the per-parameter loop on cpu, and the ratio would time two different
   optimizers (``--sgd-default`` shows that figure);
@@ -109,6 +112,14 @@ def _training_step(model_spec, module, params_of, device, mark_step=False, forea
     return device, step
 
 
+def _on_calling_thread(device, step):
+    def on_calling_thread():
+        with torch.autograd.set_multithreading_enabled(False):
+            step()
+
+    return device, on_calling_thread
+
+
 def _pair(name: str, train: bool):
     spec = MODELS[name]
     cpu_model = build_on_cpu(spec).train(train)
@@ -124,10 +135,18 @@ def eager(repeat: int, sgd_foreach=False) -> dict:
         spec, cpu_model, npu_model = _pair(name, train=True)
         b = _interleaved({"cpu": _training_step(spec, cpu_model, cpu_model, torch.device("cpu"), optimizer=False),
                           "npu": _training_step(spec, npu_model, npu_model, NPU, optimizer=False)}, repeat)
+        # The same forward+backward with autograd's engine told to run the backward on the
+        # calling thread, as it does for cpu tensors: without the two cross-thread wake-ups
+        # of the engine's device thread, which PyTorch gives every accelerator (CUDA too).
+        c = _interleaved({"cpu": _on_calling_thread(*_training_step(spec, cpu_model, cpu_model, torch.device("cpu"),
+                                                                     optimizer=False)),
+                          "npu": _on_calling_thread(*_training_step(spec, npu_model, npu_model, NPU, optimizer=False))},
+                         repeat)
         s = _interleaved({"cpu": _training_step(spec, cpu_model, cpu_model, torch.device("cpu"), foreach=sgd_foreach),
                           "npu": _training_step(spec, npu_model, npu_model, NPU, foreach=sgd_foreach)}, repeat)
         rows[name] = {"inference_npu_over_cpu": t["npu"] / t["cpu"],
                       "fwd_bwd_npu_over_cpu": b["npu"] / b["cpu"],
+                      "fwd_bwd_calling_thread_npu_over_cpu": c["npu"] / c["cpu"],
                       "training_npu_over_cpu": s["npu"] / s["cpu"],
                       "inference_cpu_ms": t["cpu"] * 1e3, "fwd_bwd_cpu_ms": b["cpu"] * 1e3,
                       "training_cpu_ms": s["cpu"] * 1e3}

@@ -61,7 +61,8 @@ def test_bench_real_models_eager_prints_inference_fwd_bwd_and_training_ratios():
     for model in ("gpt2", "bert", "llama"):
         line = re.search(rf"^\s+{model}: (.*)$", stdout, re.M)
         assert line, stdout
-        for figure in ("inference_npu_over_cpu", "fwd_bwd_npu_over_cpu", "training_npu_over_cpu"):
+        for figure in ("inference_npu_over_cpu", "fwd_bwd_npu_over_cpu", "fwd_bwd_calling_thread_npu_over_cpu",
+                       "training_npu_over_cpu"):
             assert re.search(rf"{figure}=[0-9.e+-]+", line.group(1)), line.group(1)
 
 
