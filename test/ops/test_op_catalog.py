@@ -189,3 +189,19 @@ torch.library.opcheck(torch.ops.npu.npu_rms_norm.default, (x, w))
 print("OPCHECK ok")
 """)
     assert "OPCHECK ok" in out, out
+
+
+def test_first_call_in_a_forked_child():
+    out = _run_strict(_NO_FAMILY + """
+import os
+x = torch.randn(3, 8); w = torch.rand(8) + 0.5
+ref = (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
+pid = os.fork()
+if pid == 0:
+    y = torch.ops.npu.npu_rms_norm(x.npu(), w.npu())[0]
+    os._exit(0 if torch.allclose(y.cpu(), ref, atol=1e-5) else 3)
+_, status = os.waitpid(pid, 0)
+print("CHILD", os.waitstatus_to_exitcode(status))
+print("PARENT", torch.allclose(torch.ops.npu.npu_rms_norm(x.npu(), w.npu())[0].cpu(), ref, atol=1e-5))
+""")
+    assert "CHILD 0" in out and "PARENT True" in out, out
