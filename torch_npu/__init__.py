@@ -1,12 +1,12 @@
 """torch_npu: the ``npu`` device for PyTorch, backed by a built-in simulated NPU runtime.
 
-Importing the package loads the runtime (``torch_npu._C``), renames PrivateUse1 to
-``npu``, registers ``torch.npu`` and the ``.npu()``/``is_npu`` methods, and installs two
-import-system finders: the compile trigger (Dynamo/Inductor integration is set up when
-those modules are first imported, never here) and the ``npugraph_ex`` alias, and registers
-the fused ``npu_*`` operators' schemas (``torch.ops.npu``, also ``torch_npu.<name>``; each
-family's kernels load on first use), and names
-the ``hccl`` process-group backend to torch.distributed (loaded on first use). It also
+Importing the package loads the runtime (``torch_npu._C``, whose library defines the fused
+``npu_*`` operators' schemas, ``torch.ops.npu``; each family's kernels load on first use),
+renames PrivateUse1 to ``npu``, registers ``torch.npu`` and the ``.npu()``/``is_npu`` methods,
+and installs two import-system finders: the compile trigger (Dynamo/Inductor integration is
+set up when those modules are first imported, never here) and the ``npugraph_ex`` alias,
+maps ``torch_npu.<name>`` to the operator families, and names the ``hccl`` process-group
+backend to torch.distributed (loaded on first use). It also
 registers torch_npu's ``TORCH_LOGS`` names and torch.multiprocessing's npu tensor reducer
 and, if ``TORCH_NPU_SANITIZER`` asks for it, enables the stream sanitizer. It imports no
 compiler module and initialises no device, so it costs about what ``import torch`` costs.
@@ -76,8 +76,8 @@ compile_trigger.install()  # Dynamo/Inductor integration, set up when they are f
 npugraph_ex_finder.install()  # `import npugraph_ex` finds the bundled package
 hccl_registration.register()  # torch.distributed knows the "hccl" backend (loaded on first use)
 
-# The fused npu_* operators: torch.ops.npu.<name> defined here, each family imported on its
-# first call or on first lookup of torch_npu.<name> (see torch_npu.ops).
+# The fused npu_* operators: torch.ops.npu.<name> is defined by the runtime library; each
+# family is imported on its first call or on first lookup of torch_npu.<name> (see torch_npu.ops).
 from torch_npu import ops as _ops  # noqa: E402
 
 _ops.install()

@@ -77,10 +77,6 @@ ROWS: tuple[Row, ...] = (
         "Op families build the autograd kernel of an npu op lazily, the way torch.library.register_autograd does, "
         "but for an op defined by the C++ library.",
         "Backward of the npu op families raises at the first call."),
-    Row(("torch.library.Library._destroy",),
-        "An op family, when imported, removes the first-call stand-in kernels torch_npu.ops registered for its "
-        "operators at import torch_npu (a Library has no public way to drop its registrations but garbage collection).",
-        "Importing an op family raises (its kernels collide with the stand-ins), so its operators fail at first call."),
     Row(("torch._inductor.decomposition", "torch._inductor.decomposition.decompositions",
          "torch._inductor.decomposition.register_decomposition", "torch._inductor.decomposition.fast_random_decomps"),
         "Register Inductor decompositions of npu ops (a listed registration) and drop the cached decomposition table.",

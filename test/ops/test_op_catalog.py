@@ -1,13 +1,19 @@
 """The op families load on first use: ``import torch_npu`` imports none of them yet every
 ``torch.ops.npu`` operator resolves and runs its family's kernels from its first call, however
-it is reached (eager, autograd, inference mode, an exported program loaded in a fresh process,
-``torch_npu.<name>``); the schema catalog that makes this possible matches the families."""
+it is reached (eager, autograd, inference mode, another thread, an exported program loaded in a
+fresh process, ``torch_npu.<name>``); the schema catalog that makes this possible, and its C++
+include the runtime library defines the schemas from, match the families."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import torch
+from fresh_interpreter import REPO_ROOT
 
 from torch_npu import ops
-from torch_npu.ops import _catalog
+from torch_npu.ops import _catalog, _schema_include
 
 _NO_FAMILY = """
 import sys, torch, torch_npu
@@ -26,6 +32,80 @@ def test_catalog_matches_the_families():
     assert schemas == _catalog.SCHEMAS, "regenerate with: python -m torch_npu.ops"
     assert exports == _catalog.EXPORTS, "regenerate with: python -m torch_npu.ops"
     assert sum(map(len, schemas.values())) >= 100
+
+
+def test_schema_include_matches_the_catalog():
+    with open(_schema_include.PATH) as f:
+        assert f.read() == _schema_include.render(_catalog.SCHEMAS), "regenerate with: python -m torch_npu.ops"
+    defined = {name for _, name in torch_npu_C()._npu_predefined_ops()}
+    catalogued = {schema.split("(", 1)[0].strip() for items in _catalog.SCHEMAS.values() for schema in items}
+    assert defined == catalogued, "rebuild the extension after python -m torch_npu.ops"
+
+
+def torch_npu_C():
+    import torch_npu._C
+
+    return torch_npu._C
+
+
+def _run_strict(code: str) -> str:
+    """Run ``code`` in a fresh interpreter with every warning an error; fail on any stderr."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (REPO_ROOT, os.environ.get("PYTHONPATH")) if p))
+    result = subprocess.run([sys.executable, "-W", "error", "-c", code], cwd=REPO_ROOT, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and not result.stderr.strip(), result.stdout + result.stderr
+    return result.stdout
+
+
+def test_first_call_matches_the_loaded_family_and_cpu_without_warnings():
+    out = _run_strict(_NO_FAMILY + """
+x = torch.randn(3, 8); w = torch.rand(8) + 0.5
+ref = (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
+with torch.inference_mode():
+    first = torch.ops.npu.npu_rms_norm(x.npu(), w.npu())[0]
+assert "torch_npu.ops.norms" in sys.modules
+again = torch.ops.npu.npu_rms_norm(x.npu(), w.npu())[0]
+print("RMS", torch.equal(first.cpu(), again.cpu()), torch.allclose(first.cpu(), ref, atol=1e-5))
+
+# autograd on the first call of another family's operator
+g = torch.randn(4, 6)
+xn = g.npu().requires_grad_()
+first = torch.ops.npu.npu_fast_gelu(xn)
+first.sum().backward()
+xn2 = g.npu().requires_grad_()
+again = torch.ops.npu.npu_fast_gelu(xn2)
+again.sum().backward()
+ref = g.clone().requires_grad_()
+(ref * torch.sigmoid(1.702 * ref)).sum().backward()
+print("GELU", torch.equal(first.detach().cpu(), again.detach().cpu()), torch.equal(xn.grad.cpu(), xn2.grad.cpu()),
+      torch.allclose(xn.grad.cpu(), ref.grad, atol=1e-4), first.grad_fn is not None)
+""")
+    assert "LOADED []" in out and "RMS True True" in out and "GELU True True True True" in out, out
+
+
+def test_first_call_from_another_thread():
+    out = _run_strict(_NO_FAMILY + """
+import threading
+x = torch.randn(3, 8); w = torch.rand(8) + 0.5
+results = []
+t = threading.Thread(target=lambda: results.append(torch.ops.npu.npu_rms_norm(x.npu(), w.npu())[0]))
+t.start(); t.join(60)
+ref = (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
+print("THREAD", len(results) == 1 and torch.allclose(results[0].cpu(), ref, atol=1e-5))
+""")
+    assert "THREAD True" in out, out
+
+
+def test_a_family_that_fails_to_import_raises_its_error_at_first_call(python):
+    out = python("""
+import sys, torch, torch_npu
+sys.modules["torch_npu.ops.norms"] = None  # the import fails with a known message
+try:
+    torch.ops.npu.npu_rms_norm(torch.randn(2, 4).npu(), torch.ones(4).npu())
+except RuntimeError as e:
+    print("ERROR", "torch_npu.ops.norms" in str(e), "halted" in str(e))
+""")
+    assert "ERROR True True" in out, out
 
 
 def test_import_torch_npu_imports_no_family(python):
@@ -109,3 +189,19 @@ torch.library.opcheck(torch.ops.npu.npu_rms_norm.default, (x, w))
 print("OPCHECK ok")
 """)
     assert "OPCHECK ok" in out, out
+
+
+def test_first_call_in_a_forked_child():
+    out = _run_strict(_NO_FAMILY + """
+import os
+x = torch.randn(3, 8); w = torch.rand(8) + 0.5
+ref = (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
+pid = os.fork()
+if pid == 0:
+    y = torch.ops.npu.npu_rms_norm(x.npu(), w.npu())[0]
+    os._exit(0 if torch.allclose(y.cpu(), ref, atol=1e-5) else 3)
+_, status = os.waitpid(pid, 0)
+print("CHILD", os.waitstatus_to_exitcode(status))
+print("PARENT", torch.allclose(torch.ops.npu.npu_rms_norm(x.npu(), w.npu())[0].cpu(), ref, atol=1e-5))
+""")
+    assert "CHILD 0" in out and "PARENT True" in out, out

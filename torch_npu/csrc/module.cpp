@@ -40,6 +40,7 @@ void delete_storage_alias(void* ctx);                   // graph_replay.cpp
 c10::Storage make_storage_alias(const c10::Storage& source);
 void register_graph_replay_bindings(py::module_& m);
 void add_device_guard_type(py::module_& m);  // device_guard_object.cpp
+void add_op_stand_in_bindings(py::module_& m);  // op_stand_ins.cpp
 namespace hccl {
 void add_bindings(py::module_& m);  // hccl_bindings.cpp
 }
@@ -357,6 +358,7 @@ PYBIND11_MODULE(_C, m) {
   register_device_redirect(m);
   register_cuda_as_npu(m);
   hccl::add_bindings(m);
+  add_op_stand_in_bindings(m);
 
   m.def("_init", &lazy_init);
   m.def("_is_initialized", &is_initialized);

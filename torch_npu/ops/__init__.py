@@ -9,15 +9,20 @@ the callables it exports as ``torch_npu.<name>``.
 
 Families are imported on first use, not at ``import torch_npu`` (importing and registering all of
 them cost about as much again as the rest of the import). PyTorch resolves
-``torch.ops.npu.<name>`` in the dispatcher, with no Python hook on the lookup, so ``install()``
-defines every family's schemas up front from ``_catalog`` (generated from the families,
-checked by test/ops/test_op_catalog.py) with a stand-in kernel per operator (at Autograd and
-the backend keys): the stand-in imports the operator's family, which replaces the stand-ins
-with the real registrations, and calls the operator again. So an operator found any
-way (``torch.ops.npu``, an exported program loaded in a fresh process, Dynamo, FakeTensorMode,
-opcheck) runs its family's kernels from its first call. ``torch_npu.<name>`` imports the
-family at lookup (``family_of``). Code that asks the dispatcher about an operator's kernels
-loads its family first (``load``) or all of them (``register_all``).
+``torch.ops.npu.<name>`` in the dispatcher, with no Python hook on the lookup, so the runtime
+library defines every family's schemas when it loads (``torch_npu/csrc/aten/op_stand_ins.cpp``,
+from ``_catalog``, which is generated from the families, and its C++ include
+``npu_op_schemas.inc``, both checked by test/ops/test_op_catalog.py) with a C++ stand-in kernel
+per operator at Autograd and CompositeExplicitAutograd: the stand-in takes the GIL, imports
+the operator's family (``load``), which drops the family's stand-ins
+(``torch_npu._C._npu_drop_op_stand_ins``) before registering its own kernels, and calls the
+operator again with the same arguments. So an operator found any way (``torch.ops.npu``, an
+exported program loaded in a fresh process, Dynamo, FakeTensorMode, opcheck) runs its family's
+kernels from its first call, in inference mode and under autograd. An error raised by the
+family's import is raised by that call with its message. ``torch_npu.<name>`` imports the
+family at lookup (``family_of``; ``install`` maps the names at ``import torch_npu``). Code that
+asks the dispatcher about an operator's kernels loads its family first (``load``) or all of
+them (``register_all``).
 
 A family may also define ``INDUCTOR_DECOMPOSITIONS`` (``{"name.overload": ATen composite}``):
 the formula Inductor decomposes the operator into so that it fuses with its neighbours.
@@ -27,7 +32,6 @@ when an Inductor compile is about to start, never at ``import torch_npu``.
 from __future__ import annotations
 
 import importlib
-import sys
 import threading
 from typing import Any
 
@@ -74,64 +78,21 @@ FAMILIES: tuple[str, ...] = (
 
 _LOCK = threading.RLock()
 _LOADED: set[str] = set()
-# The schema definitions (kept for the process) and, per family not yet imported, the library
-# holding its stand-in kernels (destroyed when the family is imported).
-_DEFINITIONS: Any = None
 _EXPORT_FAMILY: dict[str, str] = {}
-# Where the stand-ins sit: Autograd is the first key any call reaches (eager, FakeTensorMode,
-# tracing), so the family's own autograd kernel serves the first call; the backend keys
-# (CompositeExplicitAutograd) catch calls made below autograd (inference mode). Not
-# CompositeImplicitAutograd: torch.export and Inductor collect every op with such a kernel
-# as a decomposition of its own.
-_STAND_IN_KEYS = ("Autograd", "CompositeExplicitAutograd")
 
 
 def install() -> None:
-    """Define every family's schemas with stand-in kernels (``import torch_npu``). Idempotent."""
-    global _DEFINITIONS
-    if _DEFINITIONS is not None:
+    """Map every exported ``torch_npu.<name>`` to its family (``import torch_npu``). Idempotent.
+
+    The schemas and their stand-in kernels are defined by the runtime library when it loads
+    (``torch_npu/csrc/aten/op_stand_ins.cpp``, from ``_catalog.SCHEMAS``)."""
+    if _EXPORT_FAMILY:
         return
-    import torch
-
     from . import _catalog
-    from ._op_family import NAMESPACE, PREDEFINED, STAND_INS
 
-    _DEFINITIONS = torch.library.Library(NAMESPACE, "FRAGMENT")
     for family in FAMILIES:
         for name in _catalog.EXPORTS.get(family, ()):
             _EXPORT_FAMILY[name] = family
-        schemas = _catalog.SCHEMAS.get(family, ())
-        if not schemas or f"{__name__}.{family}" in sys.modules:
-            # Imported already (an Inductor import during torch's autoload of torch_npu hands
-            # over the decompositions before this runs): the family defined its own schemas.
-            continue
-        stand_ins = torch.library.Library(NAMESPACE, "FRAGMENT")
-        for schema in schemas:
-            qualified = schema.split("(", 1)[0].strip()
-            _DEFINITIONS.define(schema)
-            PREDEFINED.add(qualified)
-            stand_in = _stand_in(family, qualified)
-            for key in _STAND_IN_KEYS:
-                stand_ins.impl(qualified, stand_in, key)
-        STAND_INS[f"{__name__}.{family}"] = stand_ins
-
-
-def _stand_in(family: str, qualified: str):
-    name, _, overload_name = qualified.partition(".")
-
-    def first_call(*args, **kwargs):
-        load(family)
-        packet = getattr(torch_ops_npu(), name)
-        return getattr(packet, overload_name or "default")(*args, **kwargs)
-
-    first_call.__name__ = f"{name}_first_call"
-    return first_call
-
-
-def torch_ops_npu():
-    import torch
-
-    return torch.ops.npu
 
 
 def load(family: str):

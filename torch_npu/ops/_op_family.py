@@ -12,10 +12,11 @@ from the same formula.
 module keeps it alive) and collects the decompositions; Inductor receives them only when an
 Inductor compile is about to start (``torch_npu.ops.register_inductor_decompositions``).
 
-The schemas themselves are usually defined before the family is imported (``torch_npu.ops``
-defines every family's schemas at ``import torch_npu``, so that ``torch.ops.npu.<name>``
-resolves, and imports the family on first call): ``define_schema`` then only records the
-schema, which is what the catalog of schemas is built from.
+The schemas themselves are defined before the family is imported (the runtime library
+defines every catalogued schema when it loads, with stand-in kernels that import the family
+on first call; see ``torch_npu.ops``): ``define_schema`` then only records the schema, which
+is what the catalog of schemas is built from, and ``OpFamily`` drops the family's stand-ins
+before registering its kernels at the same keys.
 """
 from __future__ import annotations
 
@@ -23,25 +24,22 @@ from typing import Callable
 
 import torch
 
+from torch_npu import _C
+
 NAMESPACE = "npu"
 DEVICE_KEY = "PrivateUse1"
 
-# "name" or "name.overload" of the schemas defined ahead of their family (torch_npu.ops).
-PREDEFINED: set[str] = set()
-# Family module name -> the library of stand-in kernels torch_npu.ops registered for its
-# operators until the family is imported; the family's OpFamily destroys it, however the
-# module came to be imported.
-STAND_INS: dict[str, torch.library.Library] = {}
+# "name" or "name.overload" of the schemas the runtime library defined ahead of their family.
+PREDEFINED: set[str] = {qualified for _, qualified in _C._npu_predefined_ops()}
 
 
 class OpFamily:
     """The registrations of one operator family."""
 
     def __init__(self, module: str) -> None:
-        """``module``: the family module's ``__name__`` (its stand-in kernels are dropped)."""
-        stand_ins = STAND_INS.pop(module, None)
-        if stand_ins is not None:
-            torch.library.Library._destroy(stand_ins)
+        """``module``: the family module's ``__name__`` (its stand-in kernels are dropped,
+        however the module came to be imported)."""
+        _C._npu_drop_op_stand_ins(module.rpartition(".")[2])
         self.library = torch.library.Library(NAMESPACE, "FRAGMENT")
         # "name" or "name.overload" -> the ATen composite Inductor decomposes the op into.
         self.decompositions: dict[str, Callable] = {}
