@@ -1,7 +1,8 @@
-"""The registrations that touch every operator (the npu, sparse COO, compressed-layout
-and autocast fallbacks with their routed operators) are made on first use, not at
-``import torch_npu``; each case runs in a fresh interpreter so that nothing made them
-before, and checks that the first use behaves as it did with them made at import."""
+"""The registrations that touch every operator (the npu, sparse COO and compressed-layout
+fallbacks with their routed operators) are made at the device's initialisation, not at
+``import torch_npu``; autocast's and the fast paths' stay at import. Each case runs in a
+fresh interpreter so that nothing made them before, and checks that the first use behaves
+as it did with everything made at import."""
 from __future__ import annotations
 
 import json
@@ -25,8 +26,9 @@ def npu_fallbacks():
                   if line.startswith(key + ":") and "torch_npu" in line and "[backend fallback]" in line)
 
 def routed():
-    # native_layer_norm has a CPU kernel and a composite one: npu routes it to the fallback.
-    return torch._C._dispatch_has_kernel_for_dispatch_key("aten::native_layer_norm", "PrivateUse1")
+    # native_group_norm has a CPU kernel and a composite one (and no fast path): npu routes
+    # it to the fallback.
+    return torch._C._dispatch_has_kernel_for_dispatch_key("aten::native_group_norm", "PrivateUse1")
 
 def report(**values):
     print(json.dumps(values))
@@ -42,6 +44,7 @@ def _run(code: str) -> dict:
 
 
 ALL_KEYS = ["AutocastPrivateUse1", "PrivateUse1", "SparseCsrPrivateUse1", "SparsePrivateUse1"]
+AT_IMPORT = ["AutocastPrivateUse1"]
 
 
 def test_import_registers_no_fallback_and_the_first_tensor_registers_all():
@@ -51,12 +54,12 @@ def test_import_registers_no_fallback_and_the_first_tensor_registers_all():
         report(at_import=at_import, after=(npu_fallbacks(), routed()),
                cumsum=x.cumsum(1).cpu().tolist(), want=x.cpu().cumsum(1).tolist())
     """)
-    assert out["at_import"] == [[], False]
+    assert out["at_import"] == [AT_IMPORT, False]
     assert out["after"] == [ALL_KEYS, True]
     assert out["cumsum"] == out["want"]
 
 
-def test_autocast_before_any_npu_tensor_registers_only_autocast():
+def test_autocast_before_any_npu_tensor_initialises_nothing():
     out = _run("""
         import torch.nn.functional as F
         a = torch.randn(8, 8)
@@ -75,7 +78,7 @@ def test_autocast_before_any_npu_tensor_registers_only_autocast():
                soft_close=torch.allclose(soft.cpu(), F.softmax(a.half().float(), dim=1)),
                added_dtype=str(added.dtype), added_equal=torch.equal(added.cpu(), a + b))
     """)
-    assert out["registered"] == ["AutocastPrivateUse1"]
+    assert out["registered"] == AT_IMPORT
     assert out["initialized"] is False
     assert out["mm_dtype"] == "torch.float16" and out["mm_equal"]
     assert out["soft_dtype"] == "torch.float32" and out["soft_close"]
@@ -98,14 +101,45 @@ def test_set_autocast_enabled_directly_after_the_first_tensor():
     assert out == {"mm": "torch.float16", "total": "torch.float32"}
 
 
-def test_npu_set_autocast_enabled_registers_autocast():
+def test_set_autocast_enabled_directly_on_fake_npu_tensors_before_any_device_use():
+    # AutocastPrivateUse1 sits above the Python key: fake npu tensors reach it in a process
+    # whose device never initialised, so its kernels must exist from the import on.
     out = _run("""
-        torch.npu.set_autocast_enabled(True)
-        registered = npu_fallbacks()
-        torch.npu.set_autocast_enabled(False)
-        report(registered=registered, initialized=torch.npu.is_initialized())
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        with FakeTensorMode():
+            x = torch.empty(4, 4, device="npu")
+            torch.set_autocast_enabled("npu", True)
+            try:
+                mm = x @ x
+                total = x.sum()
+            finally:
+                torch.set_autocast_enabled("npu", False)
+        report(mm=str(mm.dtype), total=str(total.dtype), initialized=torch.npu.is_initialized())
     """)
-    assert out == {"registered": ["AutocastPrivateUse1"], "initialized": False}
+    assert out == {"mm": "torch.float16", "total": "torch.float32", "initialized": False}
+
+
+def test_a_kernel_registered_after_import_for_a_fast_path_operator_stays_in_place():
+    # The device's initialisation registers nothing for an operator that has an npu
+    # kernel: a program's kernel registered between the import and the first tensor wins,
+    # as it does over any kernel registered at load, and nothing warns of an override.
+    out = _run("""
+        import warnings
+        calls = []
+
+        def my_cos(x):
+            calls.append(1)
+            return torch.zeros_like(x)
+
+        lib = torch.library.Library("aten", "IMPL")
+        lib.impl("cos", my_cos, "PrivateUse1")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            x = torch.ones(3, device="npu")
+            got = x.cos().cpu().tolist()
+        report(got=got, calls=len(calls), warnings=[str(w.message) for w in caught])
+    """)
+    assert out == {"got": [0.0, 0.0, 0.0], "calls": 1, "warnings": []}
 
 
 def test_autocast_in_a_compiled_function_as_first_npu_use():

@@ -363,8 +363,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_init", &lazy_init);
   m.def("_is_initialized", &is_initialized);
   m.def("_is_in_bad_fork", &in_bad_fork);
-  // The autocast kernels, registered on first use (aten/deferred_registrations.h).
-  m.def("_register_autocast_kernels", &register_autocast_kernels);
   // Calls served by each unboxed fast path since start-up (docs/runtime.md), by operator.
   m.def("_fast_path_counts", []() {
     std::map<std::string, int64_t> counts;

@@ -1,13 +1,9 @@
 // Autocast for npu: the same op policies as CUDA (matmul-like ops in fp16/bf16,
 // numerically sensitive ops in fp32, mixed inputs promoted, and CUDA's banned list),
 // registered for AutocastPrivateUse1 so torch.autocast("npu") behaves like
-// torch.autocast("cuda"), when first needed (deferred_registrations.h).
-#include "torch_npu/csrc/aten/deferred_registrations.h"
-
+// torch.autocast("cuda").
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
-
-#include <mutex>
 
 namespace torch_npu {
 namespace {
@@ -36,27 +32,19 @@ Tensor binary_cross_entropy_banned(const Tensor&, const Tensor&, const std::opti
               "safe to autocast.");
 }
 
-}  // namespace
-
-// Registered on first use (deferred_registrations.h).
-void register_autocast_kernels() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    // Never destroyed, as the dense fallback's libraries (kernels.cpp).
-    auto* fallthrough =
-        new torch::Library(torch::Library::IMPL, "_", c10::DispatchKey::AutocastPrivateUse1, __FILE__, __LINE__);
-    // Ops without an autocast policy run unchanged.
-    fallthrough->fallback(torch::CppFunction::makeFallthrough());
-    auto* policies =
-        new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::AutocastPrivateUse1, __FILE__, __LINE__);
-    torch::Library& m = *policies;  // the name the KERNEL_* macros register through
-    AT_FORALL_LOWER_PRECISION_FP(NPU_LOWER_PRECISION_FP)
-    AT_FORALL_FP32(NPU_FP32)
-    AT_FORALL_FP32_SET_OPT_DTYPE(NPU_FP32_SET_OPT_DTYPE)
-    AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
-    AT_FORALL_PROMOTE(NPU_PROMOTE)
-    m.impl("binary_cross_entropy", TORCH_FN(binary_cross_entropy_banned));
-  });
+// Ops without an autocast policy run unchanged.
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFallthrough());
 }
 
+TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
+  AT_FORALL_LOWER_PRECISION_FP(NPU_LOWER_PRECISION_FP)
+  AT_FORALL_FP32(NPU_FP32)
+  AT_FORALL_FP32_SET_OPT_DTYPE(NPU_FP32_SET_OPT_DTYPE)
+  AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
+  AT_FORALL_PROMOTE(NPU_PROMOTE)
+  m.impl("binary_cross_entropy", TORCH_FN(binary_cross_entropy_banned));
+}
+
+}  // namespace
 }  // namespace torch_npu

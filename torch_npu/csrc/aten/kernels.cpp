@@ -568,11 +568,24 @@ void route_composites_with_cpu_kernels_to_fallback(torch::Library& m, c10::Dispa
   }
 }
 
-// The fast paths, then the operators with both a CPU kernel and a generic composite one:
+// The fast paths, registered when the library loads: each registration updates only its
+// own operator, and a kernel a program registers later for one of these operators
+// replaces ours, as it would replace any kernel registered at load.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  register_matmul_attention_fast_paths(m);
+  register_model_op_fast_paths(m);
+  register_elementwise_fast_paths(m);
+  register_comparison_fast_paths(m);
+  register_fill_copy_fast_paths(m);
+  register_cat_fast_path(m);
+}
+
+// The fallback, then the operators with both a CPU kernel and a generic composite one:
 // npu would otherwise get the composite (for native_group_norm/native_layer_norm a
 // different formula, off by more than the reduced-precision tolerance), while npu promises
 // the CPU kernel's results. Registered at the device's initialisation
-// (deferred_registrations.h), after every kernel the library registers when it loads.
+// (deferred_registrations.h), after every kernel the library registers when it loads; the
+// routing leaves alone every operator that has an npu kernel by then (ours or a program's).
 void register_dense_fallback() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -581,12 +594,6 @@ void register_dense_fallback() {
     auto* fallback = new torch::Library(torch::Library::IMPL, "_", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&npu_fallback>());
     auto* m = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
-    register_matmul_attention_fast_paths(*m);
-    register_model_op_fast_paths(*m);
-    register_elementwise_fast_paths(*m);
-    register_comparison_fast_paths(*m);
-    register_fill_copy_fast_paths(*m);
-    register_cat_fast_path(*m);
     route_composites_with_cpu_kernels_to_fallback(*m, c10::DispatchKey::CPU, c10::DispatchKey::PrivateUse1);
   });
 }

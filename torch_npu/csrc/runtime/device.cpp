@@ -116,7 +116,6 @@ void lazy_init() {
     // (aten/deferred_registrations.h).
     register_dense_fallback();
     register_sparse_fallbacks();
-    register_autocast_kernels();
     // Children forked from now on are in a bad fork, for our kernels and for torch's
     // Python-level lazy initialisation (torch.npu._is_in_bad_fork, torch.manual_seed).
     pthread_atfork(nullptr, nullptr, &mark_forked_child);

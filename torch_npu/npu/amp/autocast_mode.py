@@ -3,10 +3,7 @@
 ``autocast`` is a factory that returns a real ``torch.autocast("npu", ...)`` rather than a
 subclass: Dynamo and ``torch.export`` recognise ``torch.autocast`` itself and keep it as
 an autocast region in the graph, which they do not do for subclasses. The autocast
-kernels are registered by the runtime under ``AutocastPrivateUse1`` on first use: by the
-first ``torch.autocast("npu")`` (which asks ``get_amp_supported_dtype``), by
-``set_autocast_enabled`` here, or by the device's initialisation, whichever comes first
-(``csrc/aten/deferred_registrations.h``).
+kernels are registered by the runtime under ``AutocastPrivateUse1``.
 """
 from __future__ import annotations
 
@@ -27,22 +24,8 @@ __all__ = [
 DEVICE_TYPE = "npu"
 
 
-_autocast_kernels_registered = False
-
-
-def _register_autocast_kernels() -> None:
-    global _autocast_kernels_registered
-    if not _autocast_kernels_registered:
-        import torch_npu._C as _C
-
-        _C._register_autocast_kernels()
-        _autocast_kernels_registered = True
-
-
 def get_amp_supported_dtype() -> list[torch.dtype]:
-    """Lower-precision dtypes npu autocast can run ops in (asked by ``torch.autocast``,
-    before it turns npu autocast on: the autocast kernels are registered here)."""
-    _register_autocast_kernels()
+    """Lower-precision dtypes npu autocast can run ops in (asked by ``torch.autocast``)."""
     return [torch.float16, torch.bfloat16]
 
 
@@ -89,7 +72,6 @@ def is_autocast_enabled() -> bool:
 
 def set_autocast_enabled(enable: bool) -> None:
     """Turn npu autocast on or off in this thread (``torch.set_autocast_enabled("npu", ...)``)."""
-    _register_autocast_kernels()
     torch.set_autocast_enabled(DEVICE_TYPE, enable)
 
 
