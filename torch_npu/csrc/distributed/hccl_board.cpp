@@ -12,13 +12,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <new>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 namespace torch_npu::hccl {
@@ -159,12 +160,23 @@ int64_t now_ns() {
 bool process_alive(int pid) {
   if (pid <= 0) return false;
   // kill(pid, 0) also succeeds for a zombie, which is dead for our purpose: read the state.
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return false;
-  std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  auto close = content.rfind(')');
-  if (close == std::string::npos || close + 2 >= content.size()) return true;
-  char state = content[close + 2];
+  // Plain read(2), not a stream: a process that exits between the open and the read makes
+  // the read fail (ESRCH), which libstdc++'s filebuf reports by throwing whatever the
+  // stream's exception mask, out of this noexcept-in-practice check.
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buffer[4096];
+  ssize_t n;
+  do {
+    n = ::read(fd, buffer, sizeof(buffer));
+  } while (n < 0 && errno == EINTR);
+  ::close(fd);
+  if (n <= 0) return false;  // gone between the open and the read
+  const std::string_view content(buffer, static_cast<size_t>(n));
+  const auto name_end = content.rfind(')');
+  if (name_end == std::string_view::npos || name_end + 2 >= content.size()) return true;
+  const char state = content[name_end + 2];
   return state != 'Z' && state != 'X' && state != 'x';
 }
 
