@@ -53,11 +53,11 @@ c10::DeviceIndex fast_list_device(const at::MaterializedITensorListRef& tensors)
 struct NpuCat final : at::native::structured_cat_out_cpu {
   void set_output_strided(int64_t /*output_idx*/, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                           c10::TensorOptions options) override {
-    output = new_npu_output(sizes, strides, options);
+    output = empty_npu_output(sizes, strides, options);
   }
   void set_output_raw_strided(int64_t /*output_idx*/, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                               c10::TensorOptions options) override {
-    output = new_npu_output(sizes, strides, options);
+    output = empty_npu_output(sizes, strides, options);
   }
   const at::Tensor& maybe_get_output(int64_t /*output_idx*/) override { return output; }
   at::Tensor output;

@@ -14,6 +14,7 @@
 
 #include "torch_npu/csrc/aten/cpu_aliases.h"
 #include "torch_npu/csrc/aten/fast_path.h"
+#include "torch_npu/csrc/aten/structured_on_npu.h"
 #include "torch_npu/csrc/graphs/capture.h"
 #include "torch_npu/csrc/runtime/allocator.h"
 
@@ -27,21 +28,11 @@ namespace torch_npu {
 // The functional form of structured kernel `Structured` (ATen's CPU one): the iterator's
 // output is a new npu tensor on the current device, of the geometry the iterator asks
 // for (as the generated CPU wrapper's create_out).
-// A structured kernel's new output on the current npu device: `strides` if the meta
-// function gives them, else the memory format of `options`.
-inline at::Tensor new_npu_output(c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::TensorOptions options) {
-  const c10::DispatchKeySet keys(c10::DispatchKey::PrivateUse1);
-  return strides.empty() ? at::detail::empty_generic(sizes, npu_allocator(), keys, options.dtype().toScalarType(),
-                                                     options.memory_format_opt())
-                         : at::detail::empty_strided_generic(sizes, strides, npu_allocator(), keys,
-                                                             options.dtype().toScalarType());
-}
-
 template <typename Structured>
 struct NpuFunctional final : Structured {
   void set_output_raw_strided(int64_t output_idx, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                               c10::TensorOptions options) override {
-    output = new_npu_output(sizes, strides, options);
+    output = empty_npu_output(sizes, strides, options);
     Structured::set_output_raw_strided(output_idx, sizes, strides, options);
   }
   const at::Tensor& maybe_get_output(int64_t /*output_idx*/) override { return output; }
