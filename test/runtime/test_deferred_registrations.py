@@ -11,19 +11,15 @@ import subprocess
 import sys
 import textwrap
 
-# The backend fallbacks torch_npu registers, by dispatch key, as _dispatch_dump_table shows
-# them for an operator with no kernel at all.
+# The backend fallbacks registered for npu's dispatch keys (torch_npu is the only
+# library that registers any for them).
 PRELUDE = """
 import json, torch, torch_npu
 
 KEYS = ("PrivateUse1", "SparsePrivateUse1", "SparseCsrPrivateUse1", "AutocastPrivateUse1")
-PROBE = torch.library.Library("deferred_registrations_probe", "DEF")
-PROBE.define("no_kernels(Tensor x) -> Tensor")
 
 def npu_fallbacks():
-    table = torch._C._dispatch_dump_table("deferred_registrations_probe::no_kernels")
-    return sorted(key for key in KEYS for line in table.splitlines()
-                  if line.startswith(key + ":") and "torch_npu" in line and "[backend fallback]" in line)
+    return sorted(key for key in KEYS if torch._C._dispatch_has_backend_fallback(getattr(torch._C.DispatchKey, key)))
 
 def routed():
     # native_group_norm has a CPU kernel and a composite one (and no fast path): npu routes
